@@ -1,0 +1,260 @@
+//! Gather prepared group buffers into model batches, and the naive reference path they must equal.
+//!
+//! Per rollout step, the input is `(B, (h+1)·C_prog + (h+1)·C_bound, Y, X)`, time-major:
+//! `[prog(t0) | prog(t1) | … | bound(t0) | bound(t1) | …]`; the label is `(B, (h+1)·C_prog, Y, X)`.
+
+use crate::error::{Error, Result};
+use crate::plan::{BatchPlan, Role, Roles};
+use crate::prepare::{Grid, Preparation};
+use crate::space::Sample;
+
+/// One rollout step of a model batch, on the host.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepBatch {
+    /// `(B, input_channels, Y, X)`.
+    pub input: Vec<f32>,
+    /// `(B, label_channels, Y, X)`.
+    pub label: Vec<f32>,
+}
+
+/// A model batch on the host: every rollout step's input and label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostBatch {
+    /// Samples.
+    pub batch: usize,
+    /// Plane size.
+    pub grid: Grid,
+    /// Channels of each input: `(h+1)·(C_prog + C_bound)`.
+    pub input_channels: usize,
+    /// Channels of each label: `(h+1)·C_prog`.
+    pub label_channels: usize,
+    /// One entry per rollout step.
+    pub steps: Vec<StepBatch>,
+}
+
+impl HostBatch {
+    fn empty(
+        batch: usize,
+        grid: Grid,
+        states: usize,
+        c_prog: usize,
+        c_bound: usize,
+        steps: usize,
+    ) -> Self {
+        let input_channels = states * (c_prog + c_bound);
+        let label_channels = states * c_prog;
+        let plane = grid.plane();
+        let step = StepBatch {
+            input: vec![0.0; batch * input_channels * plane],
+            label: vec![0.0; batch * label_channels * plane],
+        };
+        Self {
+            batch,
+            grid,
+            input_channels,
+            label_channels,
+            steps: vec![step; steps],
+        }
+    }
+
+    /// Bit-level equality (NaN-aware, distinguishes `-0.0`), for parity checks.
+    pub fn bitwise_eq(&self, other: &Self) -> bool {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        self.batch == other.batch
+            && self.grid == other.grid
+            && self.input_channels == other.input_channels
+            && self.label_channels == other.label_channels
+            && self.steps.len() == other.steps.len()
+            && self
+                .steps
+                .iter()
+                .zip(&other.steps)
+                .all(|(a, b)| bits(&a.input) == bits(&b.input) && bits(&a.label) == bits(&b.label))
+    }
+}
+
+/// Gathers prepared group buffers (one per plan group, `(times, channels, y, x)`) into a model batch.
+///
+/// # Errors
+/// [`Error::BufferLength`] when a group buffer does not match its plan group.
+pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBatch> {
+    let plane = grid.plane();
+    if groups.len() != plan.groups().len() {
+        return Err(Error::BufferLength {
+            what: "group buffer list".into(),
+            expected: plan.groups().len(),
+            found: groups.len(),
+        });
+    }
+    for (i, (g, buf)) in plan.groups().iter().zip(groups).enumerate() {
+        if buf.len() != g.planes() * plane {
+            return Err(Error::BufferLength {
+                what: format!("group buffer {i}"),
+                expected: g.planes() * plane,
+                found: buf.len(),
+            });
+        }
+    }
+    let (c_prog, c_bound) = (
+        plan.role_channels(Role::Input),
+        plan.role_channels(Role::Boundary),
+    );
+    let states = plan.states();
+    let mut out = HostBatch::empty(plan.batch(), grid, states, c_prog, c_bound, plan.steps());
+    let copy_block = |role: Role, b: usize, k: usize, j: usize, dst: &mut [f32]| {
+        let (group, row) = plan.row(role, b, k, j).expect("role present");
+        let block = plan.groups()[group].channels * plane;
+        dst.copy_from_slice(&groups[group][row * block..(row + 1) * block]);
+    };
+    for (k, step) in out.steps.iter_mut().enumerate() {
+        let input_block = out.input_channels * plane;
+        let label_block = out.label_channels * plane;
+        for b in 0..plan.batch() {
+            let input = &mut step.input[b * input_block..(b + 1) * input_block];
+            let (prog, bound) = input.split_at_mut(states * c_prog * plane);
+            for j in 0..states {
+                copy_block(
+                    Role::Input,
+                    b,
+                    k,
+                    j,
+                    &mut prog[j * c_prog * plane..(j + 1) * c_prog * plane],
+                );
+                if c_bound > 0 {
+                    copy_block(
+                        Role::Boundary,
+                        b,
+                        k,
+                        j,
+                        &mut bound[j * c_bound * plane..(j + 1) * c_bound * plane],
+                    );
+                }
+            }
+            let label = &mut step.label[b * label_block..(b + 1) * label_block];
+            for j in 0..states {
+                copy_block(
+                    Role::Label,
+                    b,
+                    k,
+                    j,
+                    &mut label[j * c_prog * plane..(j + 1) * c_prog * plane],
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The fast host path: prepare each unique plane once in the group buffers, then gather.
+/// `preparations[s]` prepares source `s`.
+///
+/// # Errors
+/// [`Error::BufferLength`] when buffers or preparations do not match the plan.
+pub fn prepare_and_gather(
+    plan: &BatchPlan,
+    groups: &mut [Vec<f32>],
+    preparations: &[&Preparation],
+    grid: Grid,
+) -> Result<HostBatch> {
+    for (g, buf) in plan.groups().iter().zip(groups.iter_mut()) {
+        let prep = preparations
+            .get(g.source)
+            .ok_or_else(|| Error::BufferLength {
+                what: "preparation list".into(),
+                expected: g.source + 1,
+                found: preparations.len(),
+            })?;
+        prep.prepare_group(buf)?;
+    }
+    let views: Vec<&[f32]> = groups.iter().map(Vec::as_slice).collect();
+    gather(plan, &views, grid)
+}
+
+/// Fills a plan's group buffers one plane at a time through `fetch(source, time, channel, out)`.
+///
+/// # Errors
+/// Whatever `fetch` returns.
+pub fn fill_groups<E>(
+    plan: &BatchPlan,
+    grid: Grid,
+    mut fetch: impl FnMut(usize, usize, usize, &mut [f32]) -> Result<(), E>,
+) -> Result<Vec<Vec<f32>>, E> {
+    let plane = grid.plane();
+    plan.groups()
+        .iter()
+        .map(|g| {
+            let mut buf = vec![0.0; g.planes() * plane];
+            for (chunk, (t, c)) in buf.chunks_exact_mut(plane).zip(
+                g.times
+                    .iter()
+                    .flat_map(|&t| (0..g.channels).map(move |c| (t, c))),
+            ) {
+                fetch(g.source, t, c, chunk)?;
+            }
+            Ok(buf)
+        })
+        .collect()
+}
+
+/// The naive reference: every sample, step, role and state read on its own through
+/// `fetch(source, time, channel, out)`, prepared value by value and stacked. No plan, no dedup.
+///
+/// # Errors
+/// [`Error::MixedBatch`] for an empty or mixed batch (as a plan would), or whatever `fetch` returns.
+pub fn reference_batch<E: From<Error>>(
+    samples: &[Sample],
+    roles: &Roles,
+    preparations: &[&Preparation],
+    grid: Grid,
+    mut fetch: impl FnMut(usize, usize, usize, &mut [f32]) -> Result<(), E>,
+) -> Result<HostBatch, E> {
+    let channels: Vec<usize> = preparations.iter().map(|p| p.channels()).collect();
+    // The plan is built only to apply the same input validation; its maps are not used.
+    let plan = BatchPlan::new(samples, roles, &channels)?;
+    let plane = grid.plane();
+    let c_prog = channels[roles.input];
+    let c_bound = roles.boundary.map_or(0, |b| channels[b]);
+    let states = plan.states();
+    let mut out = HostBatch::empty(samples.len(), grid, states, c_prog, c_bound, plan.steps());
+    let mut scratch = vec![0.0f32; plane];
+    let mut put = |source: usize, time: usize, dst: &mut [f32]| -> Result<(), E> {
+        let prep = preparations[source];
+        for (c, dst_plane) in dst.chunks_exact_mut(plane).enumerate() {
+            fetch(source, time, c, &mut scratch)?;
+            for ((d, &x), &wet) in dst_plane
+                .iter_mut()
+                .zip(&scratch)
+                .zip(prep.mask().channel(c))
+            {
+                *d = crate::prepare::prepare_value(
+                    x,
+                    prep.mean()[c],
+                    prep.std()[c],
+                    wet,
+                    prep.order(),
+                    prep.fill(),
+                );
+            }
+        }
+        Ok(())
+    };
+    for (k, step) in out.steps.iter_mut().enumerate() {
+        let input_block = out.input_channels * plane;
+        let label_block = out.label_channels * plane;
+        for (b, s) in samples.iter().enumerate() {
+            for j in 0..states {
+                let t_in = s.spec.input_time(s.start, k, j);
+                let dst = &mut step.input[b * input_block + j * c_prog * plane..][..c_prog * plane];
+                put(roles.input, t_in, dst)?;
+                if let Some(bsrc) = roles.boundary {
+                    let off = b * input_block + (states * c_prog + j * c_bound) * plane;
+                    put(bsrc, t_in, &mut step.input[off..off + c_bound * plane])?;
+                }
+                let t_label = s.spec.label_time(s.start, k, j);
+                let dst = &mut step.label[b * label_block + j * c_prog * plane..][..c_prog * plane];
+                put(roles.label, t_label, dst)?;
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,298 @@
+//! Epoch schedules identical to Samudra's batch samplers for the same seed and epoch.
+//!
+//! Samples are split into equivalence groups (datasets of one grid; one group in the common case).
+//! Without DDP a shuffled epoch permutes each group's indices with torch's `randperm` on a CPU
+//! generator seeded with `seed + epoch`, cuts batches, chains all groups' batches and shuffles the
+//! list with CPython's `random.Random(seed + epoch)`. With DDP every rank builds the same global list
+//! of `world_size`-batch chunks and takes every `world_size`-th batch from its rank on, so all ranks
+//! see the same number of batches.
+
+use std::num::NonZeroUsize;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::rng::{PyRandom, TorchGenerator};
+
+/// Whether an epoch visits samples in a seeded random order or in index order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// Seeded shuffle (Samudra's `shuffle=True`).
+    Shuffle,
+    /// Index order (`shuffle=False`).
+    Sequential,
+}
+
+/// What happens to an incomplete batch (and, with DDP, an incomplete chunk of `world_size` batches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tail {
+    /// Drop it (`drop_last=True`, training).
+    Drop,
+    /// Keep the short batch; with DDP pad the short chunk with batches of the same group.
+    Keep,
+}
+
+/// One rank of a distributed (DDP) run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ddp {
+    /// Number of ranks.
+    pub world_size: usize,
+    /// This rank, `0..world_size`.
+    pub rank: usize,
+}
+
+/// How an epoch's batches are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Schedule {
+    batch_size: NonZeroUsize,
+    seed: u64,
+    order: Order,
+    tail: Tail,
+    ddp: Option<Ddp>,
+}
+
+impl Schedule {
+    /// A schedule with every setting explicit.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a zero batch size or world size, or a rank outside the world.
+    pub fn new(
+        batch_size: usize,
+        seed: u64,
+        order: Order,
+        tail: Tail,
+        ddp: Option<Ddp>,
+    ) -> Result<Self> {
+        let batch_size = NonZeroUsize::new(batch_size).ok_or_else(|| Error::InvalidConfig {
+            field: "batch_size",
+            reason: "must be at least 1".into(),
+        })?;
+        if let Some(d) = ddp {
+            if d.world_size == 0 {
+                return Err(Error::InvalidConfig {
+                    field: "world_size",
+                    reason: "must be at least 1".into(),
+                });
+            }
+            if d.rank >= d.world_size {
+                return Err(Error::InvalidConfig {
+                    field: "rank",
+                    reason: format!("rank {} is outside a world of {}", d.rank, d.world_size),
+                });
+            }
+        }
+        Ok(Self {
+            batch_size,
+            seed,
+            order,
+            tail,
+            ddp,
+        })
+    }
+
+    /// Samudra's training sampler: shuffled, incomplete batches dropped.
+    ///
+    /// # Errors
+    /// As [`Schedule::new`].
+    pub fn training(batch_size: usize, seed: u64, ddp: Option<Ddp>) -> Result<Self> {
+        Self::new(batch_size, seed, Order::Shuffle, Tail::Drop, ddp)
+    }
+
+    /// Samudra's validation sampler: nothing dropped; shuffled without DDP, sequential and padded with DDP.
+    ///
+    /// # Errors
+    /// As [`Schedule::new`].
+    pub fn validation(batch_size: usize, seed: u64, ddp: Option<Ddp>) -> Result<Self> {
+        let order = if ddp.is_some() {
+            Order::Sequential
+        } else {
+            Order::Shuffle
+        };
+        Self::new(batch_size, seed, order, Tail::Keep, ddp)
+    }
+
+    /// Samples per batch.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size.get()
+    }
+
+    /// The batches (lists of sample indices) of `epoch` for this rank, in the order to train on them.
+    /// Samudra numbers epochs from 1; the RNGs are seeded with `seed + epoch`.
+    pub fn epoch(&self, groups: &[Vec<usize>], epoch: u64) -> Vec<Vec<usize>> {
+        match self.ddp {
+            None => self.single(groups, epoch),
+            Some(ddp) => self.distributed(groups, epoch, ddp),
+        }
+    }
+
+    /// Number of batches [`epoch`](Self::epoch) yields, the same for every epoch and rank.
+    pub fn len(&self, groups: &[Vec<usize>]) -> usize {
+        let per_group = |g: &Vec<usize>| match self.tail {
+            Tail::Drop => g.len() / self.batch_size(),
+            Tail::Keep => g.len().div_ceil(self.batch_size()),
+        };
+        match self.ddp {
+            None => groups.iter().map(per_group).sum(),
+            Some(Ddp { world_size: w, .. }) => {
+                let total: usize = groups
+                    .iter()
+                    .map(|g| match self.tail {
+                        Tail::Drop => per_group(g) / w * w,
+                        Tail::Keep => per_group(g).div_ceil(w) * w,
+                    })
+                    .sum();
+                total / w
+            }
+        }
+    }
+
+    /// True when an epoch yields no batch.
+    pub fn is_empty(&self, groups: &[Vec<usize>]) -> bool {
+        self.len(groups) == 0
+    }
+
+    fn cut(&self, indices: impl Iterator<Item = usize>) -> Vec<Vec<usize>> {
+        let indices: Vec<usize> = indices.collect();
+        indices
+            .chunks(self.batch_size())
+            .filter(|b| self.tail == Tail::Keep || b.len() == self.batch_size())
+            .map(<[usize]>::to_vec)
+            .collect()
+    }
+
+    fn single(&self, groups: &[Vec<usize>], epoch: u64) -> Vec<Vec<usize>> {
+        match self.order {
+            Order::Sequential => groups
+                .iter()
+                .flat_map(|g| self.cut(g.iter().copied()))
+                .collect(),
+            Order::Shuffle => {
+                let seed = self.seed.wrapping_add(epoch);
+                let mut generator = TorchGenerator::new(seed);
+                let mut batches: Vec<Vec<usize>> = groups
+                    .iter()
+                    .flat_map(|g| {
+                        let perm = generator.randperm(g.len());
+                        self.cut(perm.into_iter().map(|p| g[p]))
+                    })
+                    .collect();
+                PyRandom::new(seed).shuffle(&mut batches);
+                batches
+            }
+        }
+    }
+
+    fn distributed(&self, groups: &[Vec<usize>], epoch: u64, ddp: Ddp) -> Vec<Vec<usize>> {
+        let w = ddp.world_size;
+        let shuffle = self.order == Order::Shuffle;
+        let mut rng = PyRandom::new(self.seed.wrapping_add(epoch));
+        let mut chunks: Vec<Vec<Vec<usize>>> = Vec::new();
+        for group in groups {
+            let batches = self.cut(group.iter().copied());
+            let mut group_chunks: Vec<Vec<Vec<usize>>> =
+                batches.chunks(w).map(<[_]>::to_vec).collect();
+            if group_chunks.last().is_some_and(|c| c.len() < w) {
+                match self.tail {
+                    Tail::Drop => {
+                        group_chunks.pop();
+                    }
+                    Tail::Keep => {
+                        let mut pool = batches.clone();
+                        if shuffle {
+                            rng.shuffle(&mut pool);
+                        }
+                        let last = group_chunks.last_mut().expect("checked non-empty above");
+                        let mut cycle = pool.iter().cycle();
+                        while last.len() < w {
+                            last.push(
+                                cycle
+                                    .next()
+                                    .expect("pool holds the short chunk's batches")
+                                    .clone(),
+                            );
+                        }
+                    }
+                }
+            }
+            if shuffle {
+                rng.shuffle(&mut group_chunks);
+            }
+            chunks.extend(group_chunks);
+        }
+        if shuffle {
+            rng.shuffle(&mut chunks);
+        }
+        chunks
+            .into_iter()
+            .flatten()
+            .skip(ddp.rank)
+            .step_by(w)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_group(n: usize) -> Vec<Vec<usize>> {
+        vec![(0..n).collect()]
+    }
+
+    #[test]
+    fn sequential_batches_in_order() {
+        let s = Schedule::new(3, 0, Order::Sequential, Tail::Keep, None).unwrap();
+        assert_eq!(
+            s.epoch(&one_group(7), 1),
+            vec![vec![0, 1, 2], vec![3, 4, 5], vec![6]]
+        );
+        let s = Schedule::new(3, 0, Order::Sequential, Tail::Drop, None).unwrap();
+        assert_eq!(s.epoch(&one_group(7), 1).len(), 2);
+    }
+
+    #[test]
+    fn ddp_pads_short_chunk_from_same_group() {
+        let s = Schedule::new(
+            2,
+            0,
+            Order::Sequential,
+            Tail::Keep,
+            Some(Ddp {
+                world_size: 2,
+                rank: 1,
+            }),
+        )
+        .unwrap();
+        // batches [0,1] [2,3] [4]; chunks ([0,1],[2,3]) ([4], pad [0,1]); rank 1 takes [2,3], [0,1]
+        assert_eq!(s.epoch(&one_group(5), 1), vec![vec![2, 3], vec![0, 1]]);
+    }
+
+    #[test]
+    fn bad_config_rejected() {
+        assert!(Schedule::training(0, 0, None).is_err());
+        assert!(
+            Schedule::training(
+                1,
+                0,
+                Some(Ddp {
+                    world_size: 0,
+                    rank: 0
+                })
+            )
+            .is_err()
+        );
+        assert!(
+            Schedule::training(
+                1,
+                0,
+                Some(Ddp {
+                    world_size: 2,
+                    rank: 2
+                })
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! Property tests: the planners against naive re-statements.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use om4_batch::{
+    BatchPlan, Ddp, Grid, LandMask, NormOrder, Order, Preparation, Role, Roles, Sample,
+    SampleSpace, Schedule, Tail, WindowSpec, fill_groups, prepare_and_gather, reference_batch,
+};
+use proptest::prelude::*;
+
+fn arb_spec() -> impl Strategy<Value = WindowSpec> {
+    (0usize..3, 1usize..5, 1usize..4).prop_map(|(h, k, s)| WindowSpec::new(h, k, s).unwrap())
+}
+
+/// A deterministic raw value for `(source, time, channel, cell)`, with NaN land and some infinities.
+fn raw(source: usize, t: usize, c: usize, cell: usize) -> f32 {
+    let h = (source * 7919 + t * 104_729 + c * 1_299_709 + cell * 15_485_863) % 1000;
+    match h {
+        0..=79 => f32::NAN,
+        80 => f32::INFINITY,
+        _ => (h as f32 - 500.0) * 0.37 + t as f32,
+    }
+}
+
+fn preparation(source: usize, channels: usize, plane: usize, order: NormOrder) -> Preparation {
+    let mean = (0..channels)
+        .map(|c| c as f32 * 0.5 - (source as f32))
+        .collect();
+    let std = (0..channels).map(|c| 1.0 + c as f32 * 0.25).collect();
+    let wet = (0..channels * plane)
+        .map(|i| (i * 31 + source) % 5 != 0)
+        .collect();
+    Preparation::new(
+        mean,
+        std,
+        LandMask::new(channels, plane, wet).unwrap(),
+        order,
+        0.0,
+    )
+    .unwrap()
+}
+
+proptest! {
+    #[test]
+    fn windows_stay_in_range_and_match_closed_form(spec in arb_spec(), len in 0usize..80) {
+        let n = spec.num_samples(len);
+        let closed = len as i64 - (spec.steps() * spec.states() * spec.stride()) as i64 - (spec.history() * spec.stride()) as i64;
+        prop_assert_eq!(n as i64, closed.max(0));
+        for i in 0..n {
+            for k in 0..spec.steps() {
+                for j in 0..spec.states() {
+                    prop_assert!(spec.input_time(i, k, j) < len);
+                    prop_assert!(spec.label_time(i, k, j) < len);
+                }
+            }
+        }
+        // one more sample would run past the end
+        if n > 0 {
+            prop_assert!(spec.label_time(n, spec.steps() - 1, spec.history()) >= len);
+        }
+    }
+
+    #[test]
+    fn every_plane_read_once_and_every_use_served(
+        spec in arb_spec(), starts in prop::collection::vec(0usize..30, 1..6), c_prog in 1usize..4, c_bound in 0usize..3,
+    ) {
+        let samples: Vec<Sample> = starts.iter().map(|&start| Sample { spec, start }).collect();
+        let roles = if c_bound > 0 { Roles::samudra() } else { Roles { input: 0, label: 0, boundary: None } };
+        let plan = BatchPlan::new(&samples, &roles, &[c_prog, c_bound]).unwrap();
+        // naive: every (source, time) a role uses
+        let mut naive: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+        let mut uses = 0;
+        for s in &samples {
+            for k in 0..spec.steps() {
+                for j in 0..spec.states() {
+                    naive.entry(0).or_default().insert(s.spec.input_time(s.start, k, j));
+                    naive.entry(0).or_default().insert(s.spec.label_time(s.start, k, j));
+                    uses += 2 * c_prog;
+                    if c_bound > 0 {
+                        naive.entry(1).or_default().insert(s.spec.input_time(s.start, k, j));
+                        uses += c_bound;
+                    }
+                }
+            }
+        }
+        for g in plan.groups() {
+            let set: BTreeSet<usize> = g.times.iter().copied().collect();
+            prop_assert_eq!(set.len(), g.times.len(), "duplicate time in a read group");
+            prop_assert_eq!(&set, &naive[&g.source]);
+        }
+        prop_assert_eq!(plan.planes().requested, uses);
+        prop_assert_eq!(plan.planes().unique, naive.iter().map(|(&s, t)| t.len() * [c_prog, c_bound][s]).sum::<usize>());
+        for (b, s) in samples.iter().enumerate() {
+            for k in 0..spec.steps() {
+                for j in 0..spec.states() {
+                    let (g, row) = plan.row(Role::Input, b, k, j).unwrap();
+                    prop_assert_eq!(plan.groups()[g].times[row], s.spec.input_time(s.start, k, j));
+                    let (g, row) = plan.row(Role::Label, b, k, j).unwrap();
+                    prop_assert_eq!(plan.groups()[g].times[row], s.spec.label_time(s.start, k, j));
+                    if c_bound > 0 {
+                        let (g, row) = plan.row(Role::Boundary, b, k, j).unwrap();
+                        prop_assert_eq!(plan.groups()[g].source, 1);
+                        prop_assert_eq!(plan.groups()[g].times[row], s.spec.input_time(s.start, k, j));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dedup_plan_and_gather_equal_naive_path_bit_for_bit(
+        spec in arb_spec(), starts in prop::collection::vec(0usize..20, 1..5),
+        c_prog in 1usize..4, c_bound in 0usize..3, ny in 1usize..5, nx in 1usize..6,
+        mask_first in any::<bool>(),
+    ) {
+        let order = if mask_first { NormOrder::MaskThenNormalize } else { NormOrder::NormalizeThenMask };
+        let grid = Grid { y: ny, x: nx };
+        let plane = grid.plane();
+        let samples: Vec<Sample> = starts.iter().map(|&start| Sample { spec, start }).collect();
+        let roles = if c_bound > 0 { Roles::samudra() } else { Roles { input: 0, label: 0, boundary: None } };
+        let preps = [preparation(0, c_prog, plane, order), preparation(1, c_bound.max(1), plane, order)];
+        let prep_refs: Vec<&Preparation> = preps.iter().collect();
+        let fetch = |s: usize, t: usize, c: usize, out: &mut [f32]| -> Result<(), om4_batch::Error> {
+            for (cell, v) in out.iter_mut().enumerate() {
+                *v = raw(s, t, c, cell);
+            }
+            Ok(())
+        };
+        let channels = [c_prog, c_bound.max(1)];
+        let plan = BatchPlan::new(&samples, &roles, &channels).unwrap();
+        let mut groups = fill_groups(&plan, grid, fetch).unwrap();
+        let fast = prepare_and_gather(&plan, &mut groups, &prep_refs, grid).unwrap();
+        let naive = reference_batch(&samples, &roles, &prep_refs, grid, fetch).unwrap();
+        prop_assert!(fast.bitwise_eq(&naive));
+        prop_assert_eq!(fast.steps.len(), spec.steps());
+        prop_assert_eq!(fast.input_channels, spec.states() * (c_prog + if c_bound > 0 { c_bound.max(1) } else { 0 }));
+    }
+
+    #[test]
+    fn ddp_ranks_are_disjoint_covering_and_equal(
+        sizes in prop::collection::vec(1usize..40, 1..4), batch in 1usize..6, world in 1usize..5,
+        seed in 0u64..1000, epoch in 1u64..5, shuffle in any::<bool>(), drop in any::<bool>(),
+    ) {
+        let mut start = 0;
+        let groups: Vec<Vec<usize>> = sizes.iter().map(|&n| { start += n; (start - n..start).collect() }).collect();
+        let order = if shuffle { Order::Shuffle } else { Order::Sequential };
+        let tail = if drop { Tail::Drop } else { Tail::Keep };
+        let per_rank: Vec<Vec<Vec<usize>>> = (0..world)
+            .map(|rank| Schedule::new(batch, seed, order, tail, Some(Ddp { world_size: world, rank })).unwrap().epoch(&groups, epoch))
+            .collect();
+        let n = per_rank[0].len();
+        prop_assert!(per_rank.iter().all(|r| r.len() == n), "ranks disagree on batch count");
+        prop_assert_eq!(n, Schedule::new(batch, seed, order, tail, Some(Ddp { world_size: world, rank: 0 })).unwrap().len(&groups));
+        // every batch of a step comes from one group
+        for step in 0..n {
+            let group_of = |b: &Vec<usize>| groups.iter().position(|g| g.contains(&b[0])).unwrap();
+            let g0 = group_of(&per_rank[0][step]);
+            prop_assert!(per_rank.iter().all(|r| group_of(&r[step]) == g0));
+        }
+        let all: Vec<usize> = per_rank.iter().flatten().flatten().copied().collect();
+        let unique: BTreeSet<usize> = all.iter().copied().collect();
+        // without padding, no sample repeats; with padding every full batch's samples appear
+        let full_batches: BTreeSet<usize> = groups.iter()
+            .flat_map(|g| g.chunks(batch).filter(|c| !drop || c.len() == batch).flatten().copied().collect::<Vec<_>>())
+            .collect();
+        if drop {
+            prop_assert_eq!(unique.len(), all.len(), "a sample repeats");
+            prop_assert!(unique.is_subset(&full_batches));
+        } else {
+            prop_assert_eq!(unique, full_batches, "padding must cover every sample");
+        }
+    }
+
+    #[test]
+    fn single_schedule_is_a_partition(sizes in prop::collection::vec(0usize..30, 1..4), batch in 1usize..6, seed in 0u64..500, epoch in 1u64..4) {
+        let mut space = SampleSpace::new();
+        let spec = WindowSpec::new(0, 1, 1).unwrap();
+        for (k, &n) in sizes.iter().enumerate() {
+            if n > 0 { space.push(spec, n + 1, k as u64).unwrap(); }
+        }
+        let groups = space.groups();
+        let batches = Schedule::validation(batch, seed, None).unwrap().epoch(&groups, epoch);
+        let mut all: Vec<usize> = batches.iter().flatten().copied().collect();
+        all.sort_unstable();
+        prop_assert_eq!(all, (0..space.len()).collect::<Vec<_>>());
+        for b in &batches {
+            let g = groups.iter().position(|g| g.contains(&b[0])).unwrap();
+            prop_assert!(b.iter().all(|i| groups[g].contains(i)), "a batch mixes groups");
+        }
+    }
+}
