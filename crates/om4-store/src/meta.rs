@@ -1,0 +1,408 @@
+//! Array metadata read straight from `.zarray`/`.zattrs`, `.zmetadata` or `zarr.json`, so that
+//! validation can name exactly what it rejects before zarrs decodes anything.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// Zarr format version of an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZarrFormat {
+    /// Zarr v2 (`.zarray`).
+    V2,
+    /// Zarr v3 (`zarr.json`).
+    V3,
+}
+
+/// A Zarr fill value, as far as om4 cares.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fill {
+    /// NaN: missing chunks read as NaN, like land.
+    Nan,
+    /// No fill value (v2 `null`).
+    Null,
+    /// A number other than NaN: a sentinel om4 rejects for data channels.
+    Number(f64),
+    /// Anything else (kept verbatim).
+    Other(String),
+}
+
+/// What om4 knows about one array of a store.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArrayInfo {
+    /// Array name (its folder under the store root).
+    pub name: String,
+    /// Zarr format.
+    pub format: ZarrFormat,
+    /// Shape.
+    pub shape: Vec<u64>,
+    /// Chunk shape (for sharded v3 arrays: the shard shape).
+    pub chunks: Vec<u64>,
+    /// Inner chunk shape of a sharded v3 array.
+    pub inner_chunks: Option<Vec<u64>>,
+    /// Data type, normalized (`float32`, `float64`, `int64`, `bool`, ...).
+    pub dtype: String,
+    /// Zarr fill value.
+    pub fill: Fill,
+    /// Dimension names (v2 `_ARRAY_DIMENSIONS`, v3 `dimension_names`), if present.
+    pub dims: Option<Vec<String>>,
+    /// Codec pipeline, e.g. `blosc(lz4, shuffle)` or `none`.
+    pub codecs: String,
+    /// Memory order inside a chunk (`C` or `F`).
+    pub order: String,
+    /// User attributes.
+    #[serde(skip)]
+    pub attrs: Map<String, Value>,
+}
+
+impl ArrayInfo {
+    /// Attribute lookup.
+    pub fn attr(&self, key: &str) -> Option<&Value> {
+        self.attrs.get(key)
+    }
+}
+
+/// Reads every array's metadata under `root` (one level deep), through `.zmetadata` when present.
+pub(crate) fn discover(root: &Path) -> Result<BTreeMap<String, ArrayInfo>> {
+    let store_err = |reason: String| Error::Store {
+        store: root.to_path_buf(),
+        reason,
+    };
+    if !root.is_dir() {
+        return Err(store_err("not a directory".into()));
+    }
+    let consolidated = root.join(".zmetadata");
+    let mut arrays = BTreeMap::new();
+    if consolidated.is_file() {
+        let v = read_json(&consolidated).map_err(store_err)?;
+        let entries = v
+            .get("metadata")
+            .and_then(Value::as_object)
+            .ok_or_else(|| store_err(".zmetadata has no \"metadata\" object".into()))?;
+        for (key, meta) in entries {
+            if let Some(name) = key.strip_suffix("/.zarray").filter(|n| !n.contains('/')) {
+                let attrs = entries
+                    .get(&format!("{name}/.zattrs"))
+                    .cloned()
+                    .unwrap_or(Value::Object(Map::new()));
+                arrays.insert(name.to_string(), parse_v2(root, name, meta, &attrs)?);
+            }
+        }
+        return Ok(arrays);
+    }
+    let entries = std::fs::read_dir(root).map_err(|e| store_err(e.to_string()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| store_err(e.to_string()))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let dir = entry.path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let meta_err = |reason: String| Error::Metadata {
+            store: root.to_path_buf(),
+            array: name.clone(),
+            reason,
+        };
+        if dir.join(".zarray").is_file() {
+            let meta = read_json(&dir.join(".zarray")).map_err(meta_err)?;
+            let attrs_path = dir.join(".zattrs");
+            let attrs = if attrs_path.is_file() {
+                read_json(&attrs_path).map_err(meta_err)?
+            } else {
+                Value::Object(Map::new())
+            };
+            arrays.insert(name.clone(), parse_v2(root, &name, &meta, &attrs)?);
+        } else if dir.join("zarr.json").is_file() {
+            let meta = read_json(&dir.join("zarr.json")).map_err(meta_err)?;
+            if meta.get("node_type").and_then(Value::as_str) == Some("array") {
+                arrays.insert(name.clone(), parse_v3(root, &name, &meta)?);
+            }
+        }
+    }
+    if arrays.is_empty() && !root.join(".zgroup").is_file() && !root.join("zarr.json").is_file() {
+        return Err(store_err(
+            "no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)".into(),
+        ));
+    }
+    Ok(arrays)
+}
+
+fn read_json(path: &Path) -> std::result::Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn u64_list(v: Option<&Value>) -> Option<Vec<u64>> {
+    v?.as_array()?.iter().map(Value::as_u64).collect()
+}
+
+fn parse_fill(v: Option<&Value>) -> Fill {
+    match v {
+        None | Some(Value::Null) => Fill::Null,
+        Some(Value::Number(n)) => n.as_f64().map_or(Fill::Other(n.to_string()), |x| {
+            if x.is_nan() {
+                Fill::Nan
+            } else {
+                Fill::Number(x)
+            }
+        }),
+        Some(Value::String(s)) => match s.as_str() {
+            "NaN" | "nan" => Fill::Nan,
+            "Infinity" => Fill::Number(f64::INFINITY),
+            "-Infinity" => Fill::Number(f64::NEG_INFINITY),
+            hex if hex.starts_with("0x") => match u64::from_str_radix(&hex[2..], 16) {
+                Ok(bits) if hex.len() <= 10 => {
+                    let x = f32::from_bits(bits as u32);
+                    if x.is_nan() {
+                        Fill::Nan
+                    } else {
+                        Fill::Number(f64::from(x))
+                    }
+                }
+                Ok(bits) => {
+                    let x = f64::from_bits(bits);
+                    if x.is_nan() {
+                        Fill::Nan
+                    } else {
+                        Fill::Number(x)
+                    }
+                }
+                Err(_) => Fill::Other(s.clone()),
+            },
+            _ => Fill::Other(s.clone()),
+        },
+        Some(Value::Bool(b)) => Fill::Number(if *b { 1.0 } else { 0.0 }),
+        Some(other) => Fill::Other(other.to_string()),
+    }
+}
+
+fn dtype_v2(s: &str) -> String {
+    let code = s.trim_start_matches(['<', '>', '|', '=']);
+    match code {
+        "f4" => "float32",
+        "f8" => "float64",
+        "f2" => "float16",
+        "i1" => "int8",
+        "i2" => "int16",
+        "i4" => "int32",
+        "i8" => "int64",
+        "u1" => "uint8",
+        "u2" => "uint16",
+        "u4" => "uint32",
+        "u8" => "uint64",
+        "b1" => "bool",
+        other => return format!("v2:{other}"),
+    }
+    .to_string()
+}
+
+fn describe_v2_codec(c: &Value) -> String {
+    let id = c.get("id").and_then(Value::as_str).unwrap_or("?");
+    match id {
+        "blosc" => {
+            let cname = c.get("cname").and_then(Value::as_str).unwrap_or("?");
+            let shuffle = match c.get("shuffle").and_then(Value::as_i64) {
+                Some(0) => "noshuffle",
+                Some(1) => "shuffle",
+                Some(2) => "bitshuffle",
+                _ => "shuffle?",
+            };
+            format!("blosc({cname}, {shuffle})")
+        }
+        "zstd" | "gzip" | "zlib" => format!(
+            "{id}({})",
+            c.get("level").map_or("?".into(), Value::to_string)
+        ),
+        other => other.to_string(),
+    }
+}
+
+fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<ArrayInfo> {
+    let err = |reason: &str| Error::Metadata {
+        store: root.to_path_buf(),
+        array: name.to_string(),
+        reason: reason.to_string(),
+    };
+    let shape = u64_list(meta.get("shape")).ok_or_else(|| err("missing or bad \"shape\""))?;
+    let chunks = u64_list(meta.get("chunks")).ok_or_else(|| err("missing or bad \"chunks\""))?;
+    let dtype = meta
+        .get("dtype")
+        .and_then(Value::as_str)
+        .map(dtype_v2)
+        .unwrap_or_else(|| "structured".into());
+    let attrs = attrs.as_object().cloned().unwrap_or_default();
+    let dims = attrs
+        .get("_ARRAY_DIMENSIONS")
+        .and_then(Value::as_array)
+        .map(|d| {
+            d.iter()
+                .map(|x| x.as_str().unwrap_or("?").to_string())
+                .collect()
+        });
+    let mut codecs: Vec<String> = meta
+        .get("filters")
+        .and_then(Value::as_array)
+        .map(|f| f.iter().map(describe_v2_codec).collect())
+        .unwrap_or_default();
+    if let Some(c) = meta.get("compressor").filter(|c| !c.is_null()) {
+        codecs.push(describe_v2_codec(c));
+    }
+    Ok(ArrayInfo {
+        name: name.to_string(),
+        format: ZarrFormat::V2,
+        shape,
+        chunks,
+        inner_chunks: None,
+        dtype,
+        fill: parse_fill(meta.get("fill_value")),
+        dims,
+        codecs: if codecs.is_empty() {
+            "none".into()
+        } else {
+            codecs.join(" + ")
+        },
+        order: meta
+            .get("order")
+            .and_then(Value::as_str)
+            .unwrap_or("C")
+            .to_string(),
+        attrs,
+    })
+}
+
+fn describe_v3_codecs(codecs: &[Value]) -> (Vec<String>, Option<Vec<u64>>, String) {
+    let mut out = Vec::new();
+    let mut inner = None;
+    let mut order = "C".to_string();
+    for c in codecs {
+        let name = c.get("name").and_then(Value::as_str).unwrap_or("?");
+        let conf = c.get("configuration");
+        match name {
+            "bytes" => {}
+            "transpose" => order = "F".into(),
+            "sharding_indexed" => {
+                inner = u64_list(conf.and_then(|c| c.get("chunk_shape")));
+                let sub = conf
+                    .and_then(|c| c.get("codecs"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let (names, _, o) = describe_v3_codecs(&sub);
+                order = o;
+                out.push(format!(
+                    "sharding[{}]",
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(" + ")
+                    }
+                ));
+            }
+            "blosc" => {
+                let get = |k: &str| {
+                    conf.and_then(|c| c.get(k))
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_string()
+                };
+                out.push(format!("blosc({}, {})", get("cname"), get("shuffle")));
+            }
+            other => out.push(match conf.and_then(|c| c.get("level")) {
+                Some(l) => format!("{other}({l})"),
+                None => other.to_string(),
+            }),
+        }
+    }
+    (out, inner, order)
+}
+
+fn parse_v3(root: &Path, name: &str, meta: &Value) -> Result<ArrayInfo> {
+    let err = |reason: &str| Error::Metadata {
+        store: root.to_path_buf(),
+        array: name.to_string(),
+        reason: reason.to_string(),
+    };
+    let shape = u64_list(meta.get("shape")).ok_or_else(|| err("missing or bad \"shape\""))?;
+    let chunks = u64_list(meta.pointer("/chunk_grid/configuration/chunk_shape"))
+        .ok_or_else(|| err("missing regular chunk grid"))?;
+    let dtype = match meta.get("data_type") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(o)) => o
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string(),
+        _ => return Err(err("missing \"data_type\"")),
+    };
+    let codecs = meta
+        .get("codecs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let (names, inner_chunks, order) = describe_v3_codecs(&codecs);
+    let dims = meta
+        .get("dimension_names")
+        .and_then(Value::as_array)
+        .map(|d| {
+            d.iter()
+                .map(|x| x.as_str().unwrap_or("?").to_string())
+                .collect()
+        });
+    Ok(ArrayInfo {
+        name: name.to_string(),
+        format: ZarrFormat::V3,
+        shape,
+        chunks,
+        inner_chunks,
+        dtype,
+        fill: parse_fill(meta.get("fill_value")),
+        dims,
+        codecs: if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(" + ")
+        },
+        order,
+        attrs: meta
+            .get("attributes")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_values() {
+        assert_eq!(parse_fill(Some(&Value::String("NaN".into()))), Fill::Nan);
+        assert_eq!(
+            parse_fill(Some(&Value::String("0x7fc00000".into()))),
+            Fill::Nan
+        );
+        assert_eq!(parse_fill(Some(&serde_json::json!(0.0))), Fill::Number(0.0));
+        assert_eq!(parse_fill(Some(&Value::Null)), Fill::Null);
+        assert_eq!(
+            parse_fill(Some(&serde_json::json!(-9999))),
+            Fill::Number(-9999.0)
+        );
+    }
+
+    #[test]
+    fn v2_dtypes() {
+        assert_eq!(dtype_v2("<f4"), "float32");
+        assert_eq!(dtype_v2(">f4"), "float32");
+        assert_eq!(dtype_v2("|b1"), "bool");
+        assert_eq!(dtype_v2("<i2"), "int16");
+    }
+}

@@ -1,0 +1,47 @@
+//! The bounded pool that every read fans out on.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// A bounded thread pool for plane reads (`max_concurrent_reads` threads), cheap to clone and
+/// meant to be shared by every reader of a process (training and validation loaders included).
+#[derive(Debug, Clone)]
+pub struct ReadPool {
+    pool: Arc<rayon::ThreadPool>,
+}
+
+impl ReadPool {
+    /// A pool of `max_concurrent_reads` threads named `om4-read-N`.
+    ///
+    /// # Errors
+    /// [`Error::Pool`] for zero threads or when the threads cannot be spawned.
+    pub fn new(max_concurrent_reads: usize) -> Result<Self> {
+        if max_concurrent_reads == 0 {
+            return Err(Error::Pool {
+                threads: 0,
+                source: "max_concurrent_reads must be at least 1".into(),
+            });
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(max_concurrent_reads)
+            .thread_name(|i| format!("om4-read-{i}"))
+            .build()
+            .map_err(|e| Error::Pool {
+                threads: max_concurrent_reads,
+                source: e.into(),
+            })?;
+        Ok(Self {
+            pool: Arc::new(pool),
+        })
+    }
+
+    /// Threads in the pool.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    pub(crate) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+}

@@ -1,0 +1,764 @@
+//! Synthetic OM4-like stores: real variable names, 19 levels with the OM4 `lev` and `dz`, a noleap
+//! five-day `time` axis from 1958-01-03 12:00, smooth plausible fields with NaN land that grows with
+//! depth, land masks, and matching means/stds stores. Deterministic from a seed.
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::zarr::{ArrayWriter, Values};
+
+/// OM4 level centres (m).
+pub const LEV: [f64; 19] = [
+    2.5, 10.0, 22.5, 40.0, 65.0, 105.0, 165.0, 250.0, 375.0, 550.0, 775.0, 1050.0, 1400.0, 1850.0,
+    2400.0, 3100.0, 4000.0, 5000.0, 6000.0,
+];
+/// OM4 level thicknesses (m).
+pub const DZ: [f64; 19] = [
+    5.0, 10.0, 15.0, 20.0, 30.0, 50.0, 70.0, 100.0, 150.0, 200.0, 250.0, 300.0, 400.0, 500.0,
+    600.0, 800.0, 1000.0, 1000.0, 1000.0,
+];
+/// Variables with a level axis, in Samudra's prognostic order.
+pub const DEPTH_VARS: [&str; 4] = ["uo", "vo", "thetao", "so"];
+/// Level-free variables.
+pub const SURFACE_VARS: [&str; 4] = ["zos", "tauuo", "tauvo", "hfds"];
+
+/// Flat (`thetao_4`) or compact (`thetao(time, lev, y, x)`) arrays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SynthLayout {
+    /// One array per channel.
+    #[default]
+    Flat,
+    /// One array per variable, `(time, lev, y, x)`.
+    Compact,
+}
+
+/// Zarr format to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SynthFormat {
+    /// Zarr v2, with consolidated `.zmetadata` (as OM4 stores are published).
+    #[default]
+    V2,
+    /// Zarr v3.
+    V3,
+}
+
+/// Compression of the data arrays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SynthCodec {
+    /// Uncompressed (as OM4 stores are published).
+    #[default]
+    None,
+    /// Blosc LZ4, byte shuffle, level 5.
+    BloscLz4,
+    /// Blosc zstd, byte shuffle, level 3.
+    BloscZstd,
+    /// Blosc blosclz, bit shuffle, level 5.
+    BloscBlosclz,
+    /// Blosc zlib, no shuffle, level 5.
+    BloscZlib,
+    /// Zstandard, level 3.
+    Zstd,
+    /// Gzip, level 5.
+    Gzip,
+}
+
+/// What to synthesize.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SynthConfig {
+    /// Latitude rows (90 for 2°, 180 for 1°, 720 for 0.25°).
+    pub ny: usize,
+    /// Longitude columns.
+    pub nx: usize,
+    /// Time steps (five days apart).
+    pub times: usize,
+    /// Levels, at most 19 (fewer makes small test stores).
+    pub levels: usize,
+    /// Flat or compact.
+    pub layout: SynthLayout,
+    /// Zarr v2 or v3.
+    pub format: SynthFormat,
+    /// Compression.
+    pub codec: SynthCodec,
+    /// Time steps per chunk.
+    pub time_chunk: usize,
+    /// Time steps per shard (v3 only): chunks are then inner chunks of shards.
+    pub shard: Option<usize>,
+    /// Write `.zmetadata` (v2 only).
+    pub consolidated: bool,
+    /// Seed of the small noise added to the smooth fields.
+    pub seed: u64,
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        Self {
+            ny: 90,
+            nx: 180,
+            times: 73,
+            levels: 19,
+            layout: SynthLayout::Flat,
+            format: SynthFormat::V2,
+            codec: SynthCodec::None,
+            time_chunk: 1,
+            shard: None,
+            consolidated: true,
+            seed: 0,
+        }
+    }
+}
+
+/// Paths of a synthesized dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SynthPaths {
+    /// `OM4.zarr`.
+    pub data: PathBuf,
+    /// `OM4_means.zarr`.
+    pub means: PathBuf,
+    /// `OM4_stds.zarr`.
+    pub stds: PathBuf,
+}
+
+impl SynthPaths {
+    /// The paths `synthesize` writes under `dir`.
+    pub fn under(dir: &Path) -> Self {
+        Self {
+            data: dir.join("OM4.zarr"),
+            means: dir.join("OM4_means.zarr"),
+            stds: dir.join("OM4_stds.zarr"),
+        }
+    }
+}
+
+/// Channel names of a synthetic store in Samudra's order: `uo_*, vo_*, thetao_*, so_*, zos, tauuo, tauvo, hfds`.
+pub fn channel_names(levels: usize) -> Vec<String> {
+    DEPTH_VARS
+        .iter()
+        .flat_map(|v| (0..levels).map(move |k| format!("{v}_{k}")))
+        .chain(SURFACE_VARS.iter().map(|v| (*v).to_string()))
+        .collect()
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Noise in [-1, 1).
+fn noise(seed: u64, a: u64, b: u64) -> f32 {
+    let h = splitmix(seed ^ splitmix(a ^ splitmix(b)));
+    (h >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+}
+
+struct Field {
+    ny: usize,
+    nx: usize,
+}
+
+impl Field {
+    fn lat(&self, y: usize) -> f64 {
+        -90.0 + (y as f64 + 0.5) * 180.0 / self.ny as f64
+    }
+    fn lon(&self, x: usize) -> f64 {
+        (x as f64 + 0.5) * 360.0 / self.nx as f64
+    }
+
+    /// Ocean at level `k`: continents grow with depth, polar caps are land.
+    fn wet(&self, k: usize, y: usize, x: usize) -> bool {
+        let (lat, lon) = (self.lat(y).to_radians(), self.lon(x).to_radians());
+        let continents =
+            (2.0 * lon).sin() * lat.cos() + 0.4 * (3.0 * lat).cos() + 0.3 * (lon + 1.0).cos();
+        let threshold = 0.9 - 0.06 * k as f64;
+        continents < threshold && self.lat(y).abs() < 84.0 - k as f64
+    }
+
+    /// Mean state and seasonal amplitude of a variable at a cell.
+    fn base(&self, var: &str, k: usize, y: usize, x: usize) -> (f64, f64) {
+        let (lat, lon) = (self.lat(y).to_radians(), self.lon(x).to_radians());
+        let depth = LEV[k.min(18)];
+        let decay = (-depth / 800.0).exp();
+        match var {
+            "thetao" => (
+                2.0 + 26.0 * lat.cos().powi(2) * decay,
+                1.5 * decay * lat.sin(),
+            ),
+            "so" => (
+                34.6 + 0.8 * lat.cos() * decay - 0.3 * (2.0 * lon).sin() * decay,
+                0.1 * decay,
+            ),
+            "uo" => (0.2 * (3.0 * lat).cos() * decay, 0.05 * decay),
+            "vo" => (0.05 * (2.0 * lon).sin() * lat.cos() * decay, 0.02 * decay),
+            "zos" => (0.6 * lat.cos() - 0.4, 0.1 * lat.sin()),
+            "tauuo" => (0.1 * (3.0 * lat).cos(), 0.03),
+            "tauvo" => (0.02 * (2.0 * lon).cos(), 0.01),
+            _ => (40.0 * lat.cos() - 20.0, 120.0 * lat.sin()),
+        }
+    }
+}
+
+fn codec_v2(codec: SynthCodec) -> Value {
+    let blosc = |cname: &str, clevel: u32, shuffle: u32| json!({"id": "blosc", "cname": cname, "clevel": clevel, "shuffle": shuffle, "blocksize": 0});
+    match codec {
+        SynthCodec::None => Value::Null,
+        SynthCodec::BloscLz4 => blosc("lz4", 5, 1),
+        SynthCodec::BloscZstd => blosc("zstd", 3, 1),
+        SynthCodec::BloscBlosclz => blosc("blosclz", 5, 2),
+        SynthCodec::BloscZlib => blosc("zlib", 5, 0),
+        SynthCodec::Zstd => json!({"id": "zstd", "level": 3}),
+        SynthCodec::Gzip => json!({"id": "gzip", "level": 5}),
+    }
+}
+
+fn codecs_v3(codec: SynthCodec) -> Vec<Value> {
+    let bytes = json!({"name": "bytes", "configuration": {"endian": "little"}});
+    let blosc = |cname: &str, clevel: u32, shuffle: &str| json!({"name": "blosc", "configuration": {"cname": cname, "clevel": clevel, "shuffle": shuffle, "typesize": 4, "blocksize": 0}});
+    let mut out = vec![bytes];
+    match codec {
+        SynthCodec::None => {}
+        SynthCodec::BloscLz4 => out.push(blosc("lz4", 5, "shuffle")),
+        SynthCodec::BloscZstd => out.push(blosc("zstd", 3, "shuffle")),
+        SynthCodec::BloscBlosclz => out.push(blosc("blosclz", 5, "bitshuffle")),
+        SynthCodec::BloscZlib => out.push(blosc("zlib", 5, "noshuffle")),
+        SynthCodec::Zstd => {
+            out.push(json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}}))
+        }
+        SynthCodec::Gzip => out.push(json!({"name": "gzip", "configuration": {"level": 5}})),
+    }
+    out
+}
+
+/// Metadata of one array to write.
+struct Spec<'a> {
+    name: String,
+    shape: Vec<u64>,
+    chunks: Vec<u64>,
+    dtype: &'a str,
+    dims: Vec<&'a str>,
+    attrs: Value,
+    compressed: bool,
+}
+
+struct Writer<'a> {
+    root: PathBuf,
+    cfg: &'a SynthConfig,
+    consolidated: serde_json::Map<String, Value>,
+}
+
+impl<'a> Writer<'a> {
+    fn new(root: PathBuf, cfg: &'a SynthConfig) -> Result<Self> {
+        let err = |e: std::io::Error| Error::Write {
+            path: root.clone(),
+            reason: e.to_string(),
+        };
+        if root.exists() {
+            std::fs::remove_dir_all(&root).map_err(err)?;
+        }
+        std::fs::create_dir_all(&root).map_err(err)?;
+        let w = Self {
+            root: root.clone(),
+            cfg,
+            consolidated: serde_json::Map::new(),
+        };
+        match cfg.format {
+            SynthFormat::V2 => {
+                std::fs::write(root.join(".zgroup"), r#"{"zarr_format": 2}"#).map_err(err)?;
+                std::fs::write(root.join(".zattrs"), "{}").map_err(err)?;
+            }
+            SynthFormat::V3 => {
+                std::fs::write(
+                    root.join("zarr.json"),
+                    r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+                )
+                .map_err(err)?;
+            }
+        }
+        Ok(w)
+    }
+
+    fn create(&mut self, spec: &Spec<'_>) -> Result<ArrayWriter> {
+        let fill = match spec.dtype {
+            "float32" | "float64" => json!("NaN"),
+            "bool" => json!(false),
+            _ => json!(0),
+        };
+        let codec = if spec.compressed {
+            self.cfg.codec
+        } else {
+            SynthCodec::None
+        };
+        let files: Vec<(&str, String)> = match self.cfg.format {
+            SynthFormat::V2 => {
+                let dtype = match spec.dtype {
+                    "float32" => "<f4",
+                    "float64" => "<f8",
+                    "int64" => "<i8",
+                    _ => "|b1",
+                };
+                let zarray = json!({
+                    "zarr_format": 2, "shape": spec.shape, "chunks": spec.chunks, "dtype": dtype,
+                    "compressor": codec_v2(codec), "fill_value": fill, "order": "C", "filters": null,
+                    "dimension_separator": ".",
+                });
+                let mut attrs = spec.attrs.as_object().cloned().unwrap_or_default();
+                attrs.insert("_ARRAY_DIMENSIONS".into(), json!(spec.dims));
+                self.consolidated
+                    .insert(format!("{}/.zarray", spec.name), zarray.clone());
+                self.consolidated.insert(
+                    format!("{}/.zattrs", spec.name),
+                    Value::Object(attrs.clone()),
+                );
+                vec![
+                    (".zarray", zarray.to_string()),
+                    (".zattrs", Value::Object(attrs).to_string()),
+                ]
+            }
+            SynthFormat::V3 => {
+                let sharded = self
+                    .cfg
+                    .shard
+                    .filter(|_| spec.shape.len() >= 3 && spec.dims[0] == "time");
+                let (grid_chunks, codecs) = match sharded {
+                    Some(shard) => {
+                        let mut outer = spec.chunks.clone();
+                        outer[0] = shard as u64;
+                        let sharding = json!({"name": "sharding_indexed", "configuration": {
+                            "chunk_shape": spec.chunks, "codecs": codecs_v3(codec),
+                            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+                            "index_location": "end"}});
+                        (outer, vec![sharding])
+                    }
+                    None => (spec.chunks.clone(), codecs_v3(codec)),
+                };
+                let zarr_json = json!({
+                    "zarr_format": 3, "node_type": "array", "shape": spec.shape, "data_type": spec.dtype,
+                    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid_chunks}},
+                    "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+                    "fill_value": fill, "codecs": codecs, "attributes": spec.attrs, "dimension_names": spec.dims,
+                });
+                vec![("zarr.json", zarr_json.to_string())]
+            }
+        };
+        ArrayWriter::create(&self.root, &spec.name, &files).map_err(|e| Error::Write {
+            path: self.root.join(&spec.name),
+            reason: e.to_string(),
+        })
+    }
+
+    fn write(
+        &mut self,
+        spec: Spec<'_>,
+        ranges_values: impl FnOnce(&ArrayWriter) -> std::result::Result<(), crate::error::BoxError>,
+    ) -> Result<()> {
+        let writer = self.create(&spec)?;
+        ranges_values(&writer).map_err(|e| Error::Write {
+            path: self.root.join(&spec.name),
+            reason: e.to_string(),
+        })
+    }
+
+    fn finish(self) -> Result<()> {
+        if self.cfg.format == SynthFormat::V2 && self.cfg.consolidated {
+            let mut meta = self.consolidated;
+            meta.insert(".zgroup".into(), json!({"zarr_format": 2}));
+            meta.insert(".zattrs".into(), json!({}));
+            let doc = json!({"zarr_consolidated_format": 1, "metadata": meta});
+            std::fs::write(self.root.join(".zmetadata"), doc.to_string()).map_err(|e| {
+                Error::Write {
+                    path: self.root.join(".zmetadata"),
+                    reason: e.to_string(),
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Running mean and standard deviation (population, ddof 0) over ocean cells.
+#[derive(Default, Clone, Copy)]
+struct Moments {
+    n: f64,
+    sum: f64,
+    sum_sq: f64,
+}
+
+impl Moments {
+    fn add(&mut self, other: Self) {
+        self.n += other.n;
+        self.sum += other.sum;
+        self.sum_sq += other.sum_sq;
+    }
+    fn mean_std(&self) -> (f32, f32) {
+        let mean = self.sum / self.n.max(1.0);
+        let var = (self.sum_sq / self.n.max(1.0) - mean * mean).max(0.0);
+        (mean as f32, var.sqrt().max(1e-6) as f32)
+    }
+}
+
+/// Writes `OM4.zarr`, `OM4_means.zarr` and `OM4_stds.zarr` under `dir` (replacing them), calling
+/// `progress(done, total)` after each array.
+///
+/// # Errors
+/// [`Error::Request`] for an impossible configuration; [`Error::Write`] when a file cannot be written.
+pub fn synthesize(
+    dir: &Path,
+    cfg: &SynthConfig,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<SynthPaths> {
+    let bad = |reason: String| Error::Request { reason };
+    if cfg.ny == 0 || cfg.nx == 0 || cfg.times == 0 || cfg.time_chunk == 0 {
+        return Err(bad("grid, times and time_chunk must be positive".into()));
+    }
+    if cfg.levels == 0 || cfg.levels > 19 {
+        return Err(bad(format!("levels must be 1..=19, not {}", cfg.levels)));
+    }
+    if let Some(shard) = cfg.shard {
+        if cfg.format != SynthFormat::V3 || shard == 0 || shard % cfg.time_chunk != 0 {
+            return Err(bad(
+                "sharding needs Zarr v3 and a shard that is a multiple of time_chunk".into(),
+            ));
+        }
+    }
+    let paths = SynthPaths::under(dir);
+    let (ny, nx, nt, nl) = (cfg.ny as u64, cfg.nx as u64, cfg.times, cfg.levels);
+    let plane = cfg.ny * cfg.nx;
+    let field = Field {
+        ny: cfg.ny,
+        nx: cfg.nx,
+    };
+    let wet: Vec<Vec<bool>> = (0..nl)
+        .map(|k| {
+            (0..plane)
+                .map(|i| field.wet(k, i / cfg.nx, i % cfg.nx))
+                .collect()
+        })
+        .collect();
+    let mut w = Writer::new(paths.data.clone(), cfg)?;
+    let total = DEPTH_VARS.len()
+        * if cfg.layout == SynthLayout::Flat {
+            nl
+        } else {
+            1
+        }
+        + SURFACE_VARS.len()
+        + 4;
+    let mut done = 0;
+    let mut tick = |progress: &mut dyn FnMut(usize, usize)| {
+        done += 1;
+        progress(done, total);
+    };
+
+    // Coordinates.
+    let hours: Vec<i64> = (0..nt as i64).map(|k| 60 + 120 * k).collect();
+    w.write(
+        Spec {
+            name: "time".into(),
+            shape: vec![nt as u64],
+            chunks: vec![nt as u64],
+            dtype: "int64",
+            dims: vec!["time"],
+            attrs: json!({"units": "hours since 1958-01-01 00:00:00", "calendar": "noleap", "standard_name": "time"}),
+            compressed: false,
+        },
+        |a| a.write(&[0..nt as u64], Values::I64(&hours)),
+    )?;
+    for (name, values) in [("lev", &LEV[..nl]), ("dz", &DZ[..nl])] {
+        w.write(
+            Spec {
+                name: name.into(),
+                shape: vec![nl as u64],
+                chunks: vec![nl as u64],
+                dtype: "float64",
+                dims: vec!["lev"],
+                attrs: json!({"units": "m"}),
+                compressed: false,
+            },
+            |a| a.write(&[0..nl as u64], Values::F64(values)),
+        )?;
+    }
+    let ys: Vec<f64> = (0..cfg.ny).map(|y| field.lat(y)).collect();
+    let xs: Vec<f64> = (0..cfg.nx).map(|x| field.lon(x)).collect();
+    for (name, values) in [("y", &ys), ("x", &xs)] {
+        w.write(
+            Spec {
+                name: name.into(),
+                shape: vec![values.len() as u64],
+                chunks: vec![values.len() as u64],
+                dtype: "float64",
+                dims: vec![if name == "y" { "y" } else { "x" }],
+                attrs: json!({}),
+                compressed: false,
+            },
+            |a| a.write(&[0..values.len() as u64], Values::F64(values)),
+        )?;
+    }
+    tick(&mut progress);
+
+    // Masks.
+    match cfg.layout {
+        SynthLayout::Flat => {
+            for (k, m) in wet.iter().enumerate() {
+                w.write(
+                    Spec {
+                        name: format!("mask_{k}"),
+                        shape: vec![ny, nx],
+                        chunks: vec![ny, nx],
+                        dtype: "bool",
+                        dims: vec!["y", "x"],
+                        attrs: json!({"description": "0 if land, 1 if ocean"}),
+                        compressed: false,
+                    },
+                    |a| a.write(&[0..ny, 0..nx], Values::Bool(m)),
+                )?;
+            }
+        }
+        SynthLayout::Compact => {
+            let all: Vec<bool> = wet.concat();
+            w.write(
+                Spec {
+                    name: "wetmask".into(),
+                    shape: vec![nl as u64, ny, nx],
+                    chunks: vec![nl as u64, ny, nx],
+                    dtype: "bool",
+                    dims: vec!["lev", "y", "x"],
+                    attrs: json!({}),
+                    compressed: false,
+                },
+                |a| a.write(&[0..nl as u64, 0..ny, 0..nx], Values::Bool(&all)),
+            )?;
+        }
+    }
+    tick(&mut progress);
+
+    // Data. Blocks of whole chunks (or shards) along time, about 64 MB each.
+    let step = cfg.shard.unwrap_or(cfg.time_chunk);
+    let levels_per_array = if cfg.layout == SynthLayout::Compact {
+        nl
+    } else {
+        1
+    };
+    let per_step = step * plane * levels_per_array * 4;
+    let block = step * (64 << 20) / per_step.max(1);
+    let block = block.max(step);
+    let mut stats: Vec<(String, String, usize, Option<usize>, Moments)> = Vec::new(); // (channel, var, level index, level, moments)
+    let gen_block = |var: &str,
+                     var_id: u64,
+                     levels: &[usize],
+                     t0: usize,
+                     t1: usize|
+     -> (Vec<f32>, Vec<Moments>) {
+        let bases: Vec<(Vec<f64>, Vec<f64>)> = levels
+            .iter()
+            .map(|&k| {
+                let (m, a): (Vec<f64>, Vec<f64>) = (0..plane)
+                    .map(|i| field.base(var, k, i / cfg.nx, i % cfg.nx))
+                    .unzip();
+                (m, a)
+            })
+            .collect();
+        let nlv = levels.len();
+        let mut out = vec![0f32; (t1 - t0) * nlv * plane];
+        let moments: Vec<Vec<Moments>> = out
+            .par_chunks_mut(nlv * plane)
+            .enumerate()
+            .map(|(dt, chunk)| {
+                let t = t0 + dt;
+                let season = (2.0 * std::f64::consts::PI * t as f64 / 73.0).sin();
+                let mut m = vec![Moments::default(); nlv];
+                for (li, (&k, plane_out)) in
+                    levels.iter().zip(chunk.chunks_exact_mut(plane)).enumerate()
+                {
+                    let (mean, amp) = &bases[li];
+                    let mask_k = if DEPTH_VARS.contains(&var) { k } else { 0 };
+                    for (i, v) in plane_out.iter_mut().enumerate() {
+                        if !wet[mask_k][i] {
+                            *v = f32::NAN;
+                            continue;
+                        }
+                        let n = noise(
+                            cfg.seed,
+                            (var_id << 40) ^ ((k as u64) << 32) ^ t as u64,
+                            i as u64,
+                        );
+                        let x = (mean[i] + amp[i] * season) as f32
+                            + n * (0.02 * amp[i].abs() as f32 + 1e-3);
+                        *v = x;
+                        m[li].n += 1.0;
+                        m[li].sum += f64::from(x);
+                        m[li].sum_sq += f64::from(x) * f64::from(x);
+                    }
+                }
+                m
+            })
+            .collect();
+        let mut total = vec![Moments::default(); nlv];
+        for m in moments {
+            for (a, b) in total.iter_mut().zip(m) {
+                a.add(b);
+            }
+        }
+        (out, total)
+    };
+
+    let data_attrs = |var: &str| json!({"long_name": var});
+    let write_var = |w: &mut Writer<'_>,
+                     name: String,
+                     var: &str,
+                     levels: Vec<usize>,
+                     compact: bool|
+     -> Result<Vec<Moments>> {
+        // The noise depends on the variable, level, time and cell only, so every layout, format and
+        // codec of one seed holds the same values.
+        let id = DEPTH_VARS
+            .iter()
+            .chain(&SURFACE_VARS)
+            .position(|v| *v == var)
+            .unwrap_or(0) as u64
+            + 1;
+        let (shape, chunks, dims) = if compact {
+            (
+                vec![nt as u64, nl as u64, ny, nx],
+                vec![cfg.time_chunk as u64, nl as u64, ny, nx],
+                vec!["time", "lev", "y", "x"],
+            )
+        } else {
+            (
+                vec![nt as u64, ny, nx],
+                vec![cfg.time_chunk as u64, ny, nx],
+                vec!["time", "y", "x"],
+            )
+        };
+        let mut moments = vec![Moments::default(); levels.len()];
+        let spec = Spec {
+            name,
+            shape,
+            chunks,
+            dtype: "float32",
+            dims,
+            attrs: data_attrs(var),
+            compressed: true,
+        };
+        w.write(spec, |a| {
+            let mut t0 = 0;
+            while t0 < nt {
+                let t1 = (t0 + block).min(nt);
+                let (values, m) = gen_block(var, id, &levels, t0, t1);
+                for (acc, x) in moments.iter_mut().zip(m) {
+                    acc.add(x);
+                }
+                let ranges: Vec<std::ops::Range<u64>> = if compact {
+                    vec![t0 as u64..t1 as u64, 0..nl as u64, 0..ny, 0..nx]
+                } else {
+                    vec![t0 as u64..t1 as u64, 0..ny, 0..nx]
+                };
+                a.write(&ranges, Values::F32(&values))?;
+                t0 = t1;
+            }
+            Ok(())
+        })?;
+        Ok(moments)
+    };
+    for var in DEPTH_VARS {
+        match cfg.layout {
+            SynthLayout::Flat => {
+                for k in 0..nl {
+                    let m = write_var(&mut w, format!("{var}_{k}"), var, vec![k], false)?;
+                    stats.push((format!("{var}_{k}"), var.to_string(), k, Some(k), m[0]));
+                    tick(&mut progress);
+                }
+            }
+            SynthLayout::Compact => {
+                let m = write_var(&mut w, var.to_string(), var, (0..nl).collect(), true)?;
+                for (k, mk) in m.into_iter().enumerate() {
+                    stats.push((format!("{var}_{k}"), var.to_string(), k, Some(k), mk));
+                }
+                tick(&mut progress);
+            }
+        }
+    }
+    for var in SURFACE_VARS {
+        let m = write_var(&mut w, var.to_string(), var, vec![0], false)?;
+        stats.push((var.to_string(), var.to_string(), 0, None, m[0]));
+        tick(&mut progress);
+    }
+    w.finish()?;
+
+    // Statistics stores: scalars per flat channel, `lev` vectors per compact variable.
+    for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
+        let mut sw = Writer::new(path.clone(), cfg)?;
+        let value = |m: &Moments| {
+            if pick == 0 {
+                m.mean_std().0
+            } else {
+                m.mean_std().1
+            }
+        };
+        match cfg.layout {
+            SynthLayout::Flat => {
+                for (channel, _, _, _, m) in &stats {
+                    let v = [value(m)];
+                    sw.write(
+                        Spec {
+                            name: channel.clone(),
+                            shape: vec![],
+                            chunks: vec![],
+                            dtype: "float32",
+                            dims: vec![],
+                            attrs: json!({}),
+                            compressed: false,
+                        },
+                        |a| a.write(&[], Values::F32(&v)),
+                    )?;
+                }
+            }
+            SynthLayout::Compact => {
+                for var in DEPTH_VARS {
+                    let v: Vec<f32> = stats
+                        .iter()
+                        .filter(|s| s.1 == var)
+                        .map(|s| value(&s.4))
+                        .collect();
+                    sw.write(
+                        Spec {
+                            name: var.into(),
+                            shape: vec![nl as u64],
+                            chunks: vec![nl as u64],
+                            dtype: "float32",
+                            dims: vec!["lev"],
+                            attrs: json!({}),
+                            compressed: false,
+                        },
+                        |a| a.write(&[0..nl as u64], Values::F32(&v)),
+                    )?;
+                }
+                for (channel, _, _, level, m) in &stats {
+                    if level.is_none() {
+                        let v = [value(m)];
+                        sw.write(
+                            Spec {
+                                name: channel.clone(),
+                                shape: vec![],
+                                chunks: vec![],
+                                dtype: "float32",
+                                dims: vec![],
+                                attrs: json!({}),
+                                compressed: false,
+                            },
+                            |a| a.write(&[], Values::F32(&v)),
+                        )?;
+                    }
+                }
+            }
+        }
+        sw.finish()?;
+    }
+    Ok(paths)
+}

@@ -1,0 +1,257 @@
+//! Every zarrs call of om4 lives here; no zarrs type leaves this module.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use unsafe_cell_slice::UnsafeCellSlice;
+use zarrs::array::{Array, ArrayBytesFixedDisjointView, ArraySubset, CodecOptions};
+use zarrs::filesystem::FilesystemStore;
+use zarrs::storage::store::MemoryStore;
+use zarrs::storage::{
+    ListableStorageTraits, ReadableStorageTraits, StoreKey, WritableStorageTraits,
+};
+
+use crate::error::BoxError;
+
+/// Options for one decode call made from our own pool: no nested fan-out inside zarrs.
+fn single_thread() -> CodecOptions {
+    CodecOptions::default().with_concurrent_target(1)
+}
+
+/// How a 4-D array orders its time and level axes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Axes {
+    /// `(time, y, x)`.
+    TimeYX,
+    /// `(time, lev, y, x)`.
+    TimeLevYX,
+    /// `(lev, time, y, x)`.
+    LevTimeYX,
+}
+
+/// An open array of a local store.
+pub(crate) struct ZarrArray {
+    array: Array<FilesystemStore>,
+}
+
+impl std::fmt::Debug for ZarrArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZarrArray")
+            .field("shape", &self.array.shape())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A local file-system store, opened once and shared by its arrays.
+#[derive(Debug, Clone)]
+pub(crate) struct Store(Arc<FilesystemStore>);
+
+impl Store {
+    /// Opens the file-system store at `root`.
+    pub(crate) fn open(root: &Path) -> Result<Self, BoxError> {
+        Ok(Self(Arc::new(FilesystemStore::new(root)?)))
+    }
+}
+
+impl ZarrArray {
+    /// Opens array `name` (a name discovered in the store root, never a user path).
+    pub(crate) fn open(store: &Store, name: &str) -> Result<Self, BoxError> {
+        Ok(Self {
+            array: Array::open(store.0.clone(), &format!("/{name}"))?,
+        })
+    }
+
+    /// Reads the whole array as `f64`, whatever its numeric or boolean dtype.
+    pub(crate) fn read_all_f64(&self, dtype: &str) -> Result<Vec<f64>, BoxError> {
+        let subset = ArraySubset::new_with_shape(self.array.shape().to_vec());
+        let opts = CodecOptions::default();
+        macro_rules! read_as {
+            ($t:ty) => {
+                self.array
+                    .retrieve_array_subset_opt::<Vec<$t>>(&subset, &opts)?
+                    .into_iter()
+                    .map(|v| v as f64)
+                    .collect()
+            };
+        }
+        Ok(match dtype {
+            "float32" => read_as!(f32),
+            "float64" => read_as!(f64),
+            "int8" => read_as!(i8),
+            "int16" => read_as!(i16),
+            "int32" => read_as!(i32),
+            "int64" => read_as!(i64),
+            "uint8" => read_as!(u8),
+            "uint16" => read_as!(u16),
+            "uint32" => read_as!(u32),
+            "uint64" => read_as!(u64),
+            "bool" => self
+                .array
+                .retrieve_array_subset_opt::<Vec<bool>>(&subset, &opts)?
+                .into_iter()
+                .map(|b| if b { 1.0 } else { 0.0 })
+                .collect(),
+            other => return Err(format!("cannot read dtype {other} as numbers").into()),
+        })
+    }
+}
+
+/// One decode: `planes` consecutive planes of `array` (levels `levels` at time `row`, or the single
+/// plane at `row`) into output planes `slot..slot + planes`.
+pub(crate) struct Run<'a> {
+    pub(crate) array: &'a ZarrArray,
+    pub(crate) axes: Axes,
+    pub(crate) row: u64,
+    pub(crate) levels: Range<u64>,
+    pub(crate) slot: u64,
+}
+
+impl Run<'_> {
+    fn planes(&self) -> u64 {
+        match self.axes {
+            Axes::TimeYX => 1,
+            _ => self.levels.end - self.levels.start,
+        }
+    }
+}
+
+/// Decodes every run straight into `out`, a buffer of `out.len() / (ny·nx)` planes, in parallel on
+/// the current rayon pool. Runs must cover disjoint output planes; this is checked.
+///
+/// On error returns the index of a failed run. When this returns, no thread writes `out`.
+pub(crate) fn read_runs_into(
+    runs: &[Run<'_>],
+    out: &mut [f32],
+    ny: u64,
+    nx: u64,
+) -> Result<(), (usize, BoxError)> {
+    let plane = (ny * nx) as usize;
+    let total = (out.len() / plane.max(1)) as u64;
+    let mut spans: Vec<(u64, u64, usize)> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.slot, r.slot + r.planes(), i))
+        .collect();
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        if w[1].0 < w[0].1 {
+            return Err((w[1].2, "two runs write the same output plane".into()));
+        }
+    }
+    if let Some(&(_, end, i)) = spans.iter().find(|s| s.1 > total) {
+        return Err((
+            i,
+            format!("run ends at plane {end} of a {total}-plane buffer").into(),
+        ));
+    }
+    let cell = UnsafeCellSlice::new(bytemuck::cast_slice_mut::<f32, u8>(out));
+    // Destination shapes per axis order: the view must have the array's rank, and a run's planes
+    // must be contiguous in it.
+    let shape3 = [total, ny, nx];
+    let shape_tl = [1, total, ny, nx];
+    let shape_lt = [total, 1, ny, nx];
+    runs.par_iter().enumerate().try_for_each(|(i, run)| {
+        let n = run.planes();
+        let (src, dst, shape): (Vec<Range<u64>>, Vec<Range<u64>>, &[u64]) = match run.axes {
+            Axes::TimeYX => (
+                vec![run.row..run.row + 1, 0..ny, 0..nx],
+                vec![run.slot..run.slot + 1, 0..ny, 0..nx],
+                &shape3,
+            ),
+            Axes::TimeLevYX => (
+                vec![run.row..run.row + 1, run.levels.clone(), 0..ny, 0..nx],
+                vec![0..1, run.slot..run.slot + n, 0..ny, 0..nx],
+                &shape_tl,
+            ),
+            Axes::LevTimeYX => (
+                vec![run.levels.clone(), run.row..run.row + 1, 0..ny, 0..nx],
+                vec![run.slot..run.slot + n, 0..1, 0..ny, 0..nx],
+                &shape_lt,
+            ),
+        };
+        // SAFETY: the output planes of all runs were checked above to be pairwise disjoint and in
+        // bounds, so no two views made from `cell` overlap; `out` outlives this parallel loop.
+        let mut view = unsafe {
+            ArrayBytesFixedDisjointView::new(cell, 4, shape, ArraySubset::new_with_ranges(&dst))
+        }
+        .map_err(|e| (i, BoxError::from(e)))?;
+        run.array
+            .array
+            .retrieve_array_subset_into_opt(
+                &ArraySubset::new_with_ranges(&src),
+                (&mut view).into(),
+                &single_thread(),
+            )
+            .map_err(|e| (i, BoxError::from(e)))
+    })
+}
+
+/// Writes one array of a synthetic store: metadata files go straight to disk, chunks are encoded
+/// by zarrs into memory and then written without a per-file `fsync`.
+pub(crate) struct ArrayWriter {
+    mem: Arc<MemoryStore>,
+    array: Array<MemoryStore>,
+    root: PathBuf,
+}
+
+/// Data of one write.
+pub(crate) enum Values<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    I64(&'a [i64]),
+    Bool(&'a [bool]),
+}
+
+impl ArrayWriter {
+    /// Creates array `name` under `root` from its metadata files (`(file name, content)`).
+    pub(crate) fn create(
+        root: &Path,
+        name: &str,
+        files: &[(&str, String)],
+    ) -> Result<Self, BoxError> {
+        let mem = Arc::new(MemoryStore::new());
+        std::fs::create_dir_all(root.join(name))?;
+        for (file, content) in files {
+            std::fs::write(root.join(name).join(file), content)?;
+            mem.set(
+                &StoreKey::new(format!("{name}/{file}"))?,
+                content.clone().into_bytes().into(),
+            )?;
+        }
+        let array = Array::open(mem.clone(), &format!("/{name}"))?;
+        Ok(Self {
+            mem,
+            array,
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Encodes `values` into the region `ranges` and writes the chunks to disk.
+    pub(crate) fn write(&self, ranges: &[Range<u64>], values: Values<'_>) -> Result<(), BoxError> {
+        let subset = ArraySubset::new_with_ranges(ranges);
+        let opts = CodecOptions::default();
+        match values {
+            Values::F32(v) => self.array.store_array_subset_opt(&subset, v, &opts)?,
+            Values::F64(v) => self.array.store_array_subset_opt(&subset, v, &opts)?,
+            Values::I64(v) => self.array.store_array_subset_opt(&subset, v, &opts)?,
+            Values::Bool(v) => self.array.store_array_subset_opt(&subset, v, &opts)?,
+        }
+        for key in self.mem.list()? {
+            let k = key.as_str();
+            if k.ends_with(".zarray") || k.ends_with(".zattrs") || k.ends_with("zarr.json") {
+                continue;
+            }
+            if let Some(bytes) = self.mem.get(&key)? {
+                let path = self.root.join(k);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(path, &bytes)?;
+            }
+            self.mem.erase(&key)?;
+        }
+        Ok(())
+    }
+}

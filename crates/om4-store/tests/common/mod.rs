@@ -1,0 +1,51 @@
+//! Helpers shared by the store tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::Path;
+
+use om4_store::{Om4Store, ReadPool, SynthConfig, SynthPaths, channel_names, synthesize};
+
+pub fn small(layout_compact: bool) -> SynthConfig {
+    SynthConfig {
+        ny: 6,
+        nx: 10,
+        times: 7,
+        levels: 3,
+        layout: if layout_compact {
+            om4_store::SynthLayout::Compact
+        } else {
+            om4_store::SynthLayout::Flat
+        },
+        consolidated: false,
+        ..SynthConfig::default()
+    }
+}
+
+pub fn make(dir: &Path, cfg: &SynthConfig) -> SynthPaths {
+    synthesize(dir, cfg, |_, _| {}).expect("synthesize")
+}
+
+/// Every channel at every time, read in one call.
+pub fn read_all(store: &Om4Store, levels: usize) -> Vec<f32> {
+    let names = channel_names(levels);
+    let set = store.channels(&names).expect("channels");
+    let sel = store.select(None, None).expect("selection");
+    let positions: Vec<usize> = (0..sel.len()).collect();
+    let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
+    store
+        .read_into(&ReadPool::new(2).unwrap(), &set, &sel, &positions, &mut out)
+        .expect("read");
+    out
+}
+
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Rewrites one JSON metadata file of an array.
+pub fn edit_json(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(path, v.to_string()).unwrap();
+}
