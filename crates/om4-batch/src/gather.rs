@@ -33,14 +33,7 @@ pub struct HostBatch {
 }
 
 impl HostBatch {
-    fn empty(
-        batch: usize,
-        grid: Grid,
-        states: usize,
-        c_prog: usize,
-        c_bound: usize,
-        steps: usize,
-    ) -> Self {
+    fn empty(batch: usize, grid: Grid, states: usize, c_prog: usize, c_bound: usize, steps: usize) -> Self {
         let input_channels = states * (c_prog + c_bound);
         let label_channels = states * c_prog;
         let plane = grid.plane();
@@ -48,13 +41,7 @@ impl HostBatch {
             input: vec![0.0; batch * input_channels * plane],
             label: vec![0.0; batch * label_channels * plane],
         };
-        Self {
-            batch,
-            grid,
-            input_channels,
-            label_channels,
-            steps: vec![step; steps],
-        }
+        Self { batch, grid, input_channels, label_channels, steps: vec![step; steps] }
     }
 
     /// Bit-level equality (NaN-aware, distinguishes `-0.0`), for parity checks.
@@ -95,10 +82,7 @@ pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBat
             });
         }
     }
-    let (c_prog, c_bound) = (
-        plan.role_channels(Role::Input),
-        plan.role_channels(Role::Boundary),
-    );
+    let (c_prog, c_bound) = (plan.role_channels(Role::Input), plan.role_channels(Role::Boundary));
     let states = plan.states();
     let mut out = HostBatch::empty(plan.batch(), grid, states, c_prog, c_bound, plan.steps());
     let copy_block = |role: Role, b: usize, k: usize, j: usize, dst: &mut [f32]| {
@@ -113,32 +97,14 @@ pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBat
             let input = &mut step.input[b * input_block..(b + 1) * input_block];
             let (prog, bound) = input.split_at_mut(states * c_prog * plane);
             for j in 0..states {
-                copy_block(
-                    Role::Input,
-                    b,
-                    k,
-                    j,
-                    &mut prog[j * c_prog * plane..(j + 1) * c_prog * plane],
-                );
+                copy_block(Role::Input, b, k, j, &mut prog[j * c_prog * plane..(j + 1) * c_prog * plane]);
                 if c_bound > 0 {
-                    copy_block(
-                        Role::Boundary,
-                        b,
-                        k,
-                        j,
-                        &mut bound[j * c_bound * plane..(j + 1) * c_bound * plane],
-                    );
+                    copy_block(Role::Boundary, b, k, j, &mut bound[j * c_bound * plane..(j + 1) * c_bound * plane]);
                 }
             }
             let label = &mut step.label[b * label_block..(b + 1) * label_block];
             for j in 0..states {
-                copy_block(
-                    Role::Label,
-                    b,
-                    k,
-                    j,
-                    &mut label[j * c_prog * plane..(j + 1) * c_prog * plane],
-                );
+                copy_block(Role::Label, b, k, j, &mut label[j * c_prog * plane..(j + 1) * c_prog * plane]);
             }
         }
     }
@@ -157,13 +123,11 @@ pub fn prepare_and_gather(
     grid: Grid,
 ) -> Result<HostBatch> {
     for (g, buf) in plan.groups().iter().zip(groups.iter_mut()) {
-        let prep = preparations
-            .get(g.source)
-            .ok_or_else(|| Error::BufferLength {
-                what: "preparation list".into(),
-                expected: g.source + 1,
-                found: preparations.len(),
-            })?;
+        let prep = preparations.get(g.source).ok_or_else(|| Error::BufferLength {
+            what: "preparation list".into(),
+            expected: g.source + 1,
+            found: preparations.len(),
+        })?;
         prep.prepare_group(buf)?;
     }
     let views: Vec<&[f32]> = groups.iter().map(Vec::as_slice).collect();
@@ -184,11 +148,9 @@ pub fn fill_groups<E>(
         .iter()
         .map(|g| {
             let mut buf = vec![0.0; g.planes() * plane];
-            for (chunk, (t, c)) in buf.chunks_exact_mut(plane).zip(
-                g.times
-                    .iter()
-                    .flat_map(|&t| (0..g.channels).map(move |c| (t, c))),
-            ) {
+            for (chunk, (t, c)) in
+                buf.chunks_exact_mut(plane).zip(g.times.iter().flat_map(|&t| (0..g.channels).map(move |c| (t, c))))
+            {
                 fetch(g.source, t, c, chunk)?;
             }
             Ok(buf)
@@ -221,19 +183,8 @@ pub fn reference_batch<E: From<Error>>(
         let prep = preparations[source];
         for (c, dst_plane) in dst.chunks_exact_mut(plane).enumerate() {
             fetch(source, time, c, &mut scratch)?;
-            for ((d, &x), &wet) in dst_plane
-                .iter_mut()
-                .zip(&scratch)
-                .zip(prep.mask().channel(c))
-            {
-                *d = crate::prepare::prepare_value(
-                    x,
-                    prep.mean()[c],
-                    prep.std()[c],
-                    wet,
-                    prep.order(),
-                    prep.fill(),
-                );
+            for ((d, &x), &wet) in dst_plane.iter_mut().zip(&scratch).zip(prep.mask().channel(c)) {
+                *d = crate::prepare::prepare_value(x, prep.mean()[c], prep.std()[c], wet, prep.order(), prep.fill());
             }
         }
         Ok(())

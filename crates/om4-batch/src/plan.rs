@@ -25,11 +25,7 @@ pub struct Roles {
 impl Roles {
     /// The common case: prognostic source 0 for input and label, boundary source 1.
     pub fn samudra() -> Self {
-        Self {
-            input: 0,
-            label: 0,
-            boundary: Some(1),
-        }
+        Self { input: 0, label: 0, boundary: Some(1) }
     }
 }
 
@@ -99,14 +95,9 @@ impl BatchPlan {
     /// [`Error::MixedBatch`] when samples differ in history or rollout steps, or the batch is empty;
     /// [`Error::InvalidConfig`] when a role names a source without a channel count.
     pub fn new(samples: &[Sample], roles: &Roles, channels: &[usize]) -> Result<Self> {
-        let first = samples.first().ok_or_else(|| Error::MixedBatch {
-            reason: "the batch is empty".into(),
-        })?;
+        let first = samples.first().ok_or_else(|| Error::MixedBatch { reason: "the batch is empty".into() })?;
         let (history, steps) = (first.spec.history(), first.spec.steps());
-        if let Some(s) = samples
-            .iter()
-            .find(|s| s.spec.history() != history || s.spec.steps() != steps)
-        {
+        if let Some(s) = samples.iter().find(|s| s.spec.history() != history || s.spec.steps() != steps) {
             return Err(Error::MixedBatch {
                 reason: format!(
                     "history {} and steps {} against history {} and steps {}",
@@ -117,17 +108,11 @@ impl BatchPlan {
                 ),
             });
         }
-        let used: Vec<usize> = [Some(roles.input), Some(roles.label), roles.boundary]
-            .into_iter()
-            .flatten()
-            .collect();
+        let used: Vec<usize> = [Some(roles.input), Some(roles.label), roles.boundary].into_iter().flatten().collect();
         if let Some(&bad) = used.iter().find(|&&s| s >= channels.len()) {
             return Err(Error::InvalidConfig {
                 field: "roles",
-                reason: format!(
-                    "source {bad} has no channel count ({} given)",
-                    channels.len()
-                ),
+                reason: format!("source {bad} has no channel count ({} given)", channels.len()),
             });
         }
         let mut sources = used.clone();
@@ -144,9 +129,7 @@ impl BatchPlan {
             Role::Boundary => roles.boundary,
         };
         let roles_of = |source: usize| {
-            [Role::Input, Role::Label, Role::Boundary]
-                .into_iter()
-                .filter(move |&r| role_source(r) == Some(source))
+            [Role::Input, Role::Label, Role::Boundary].into_iter().filter(move |&r| role_source(r) == Some(source))
         };
         let groups: Vec<ReadGroup> = sources
             .iter()
@@ -154,35 +137,23 @@ impl BatchPlan {
                 let mut times: Vec<usize> = roles_of(source)
                     .flat_map(|role| {
                         samples.iter().flat_map(move |s| {
-                            (0..steps)
-                                .flat_map(move |k| (0..states).map(move |j| time_of(role, s, k, j)))
+                            (0..steps).flat_map(move |k| (0..states).map(move |j| time_of(role, s, k, j)))
                         })
                     })
                     .collect();
                 times.sort_unstable();
                 times.dedup();
-                ReadGroup {
-                    source,
-                    times,
-                    channels: channels[source],
-                }
+                ReadGroup { source, times, channels: channels[source] }
             })
             .collect();
         let rows_for = |role: Role| -> Option<RoleRows> {
             let source = role_source(role)?;
-            let group = sources
-                .iter()
-                .position(|&s| s == source)
-                .expect("every used source has a group");
+            let group = sources.iter().position(|&s| s == source).expect("every used source has a group");
             let times = &groups[group].times;
             let rows = samples
                 .iter()
                 .flat_map(|s| (0..steps).flat_map(move |k| (0..states).map(move |j| (s, k, j))))
-                .map(|(s, k, j)| {
-                    times
-                        .binary_search(&time_of(role, s, k, j))
-                        .expect("time was planned")
-                })
+                .map(|(s, k, j)| times.binary_search(&time_of(role, s, k, j)).expect("time was planned"))
                 .collect();
             Some(RoleRows { group, rows })
         };
@@ -231,18 +202,9 @@ impl BatchPlan {
     }
 
     /// Row of the group buffer that serves `(sample, step, slot)` of `role`.
-    pub fn row(
-        &self,
-        role: Role,
-        sample: usize,
-        step: usize,
-        slot: usize,
-    ) -> Option<(usize, usize)> {
+    pub fn row(&self, role: Role, sample: usize, step: usize, slot: usize) -> Option<(usize, usize)> {
         let r = self.rows(role)?;
-        Some((
-            r.group,
-            r.rows[(sample * self.steps + step) * self.states() + slot],
-        ))
+        Some((r.group, r.rows[(sample * self.steps + step) * self.states() + slot]))
     }
 
     /// Requested and unique planes of one read group.
@@ -254,20 +216,15 @@ impl BatchPlan {
             .filter(|r| r.group == group)
             .map(|r| r.rows.len() * g.channels)
             .sum();
-        PlaneCount {
-            requested,
-            unique: g.planes(),
-        }
+        PlaneCount { requested, unique: g.planes() }
     }
 
     /// Requested and unique planes of the whole batch.
     pub fn planes(&self) -> PlaneCount {
-        (0..self.groups.len())
-            .map(|g| self.group_planes(g))
-            .fold(PlaneCount::default(), |a, b| PlaneCount {
-                requested: a.requested + b.requested,
-                unique: a.unique + b.unique,
-            })
+        (0..self.groups.len()).map(|g| self.group_planes(g)).fold(PlaneCount::default(), |a, b| PlaneCount {
+            requested: a.requested + b.requested,
+            unique: a.unique + b.unique,
+        })
     }
 }
 
@@ -279,56 +236,25 @@ mod tests {
     #[test]
     fn one_sample_hist1_steps4_dedups_to_ten_times() {
         let spec = WindowSpec::new(1, 4, 1).unwrap();
-        let plan =
-            BatchPlan::new(&[Sample { spec, start: 3 }], &Roles::samudra(), &[1, 1]).unwrap();
+        let plan = BatchPlan::new(&[Sample { spec, start: 3 }], &Roles::samudra(), &[1, 1]).unwrap();
         assert_eq!(plan.groups()[0].times, (3..13).collect::<Vec<_>>());
         // 8 input + 8 label prognostic times requested, 10 unique; 8 boundary times, all unique.
-        assert_eq!(
-            plan.group_planes(0),
-            PlaneCount {
-                requested: 16,
-                unique: 10
-            }
-        );
-        assert_eq!(
-            plan.group_planes(1),
-            PlaneCount {
-                requested: 8,
-                unique: 8
-            }
-        );
+        assert_eq!(plan.group_planes(0), PlaneCount { requested: 16, unique: 10 });
+        assert_eq!(plan.group_planes(1), PlaneCount { requested: 8, unique: 8 });
         // step k+1's input is step k's label
         for k in 0..3 {
             for j in 0..2 {
-                assert_eq!(
-                    plan.row(Role::Input, 0, k + 1, j),
-                    plan.row(Role::Label, 0, k, j)
-                );
+                assert_eq!(plan.row(Role::Input, 0, k + 1, j), plan.row(Role::Label, 0, k, j));
             }
         }
     }
 
     #[test]
     fn mixed_and_empty_batches_rejected() {
-        let a = Sample {
-            spec: WindowSpec::new(1, 1, 1).unwrap(),
-            start: 0,
-        };
-        let b = Sample {
-            spec: WindowSpec::new(0, 1, 1).unwrap(),
-            start: 0,
-        };
-        assert!(matches!(
-            BatchPlan::new(&[a, b], &Roles::samudra(), &[1, 1]),
-            Err(Error::MixedBatch { .. })
-        ));
-        assert!(matches!(
-            BatchPlan::new(&[], &Roles::samudra(), &[1, 1]),
-            Err(Error::MixedBatch { .. })
-        ));
-        assert!(matches!(
-            BatchPlan::new(&[a], &Roles::samudra(), &[1]),
-            Err(Error::InvalidConfig { .. })
-        ));
+        let a = Sample { spec: WindowSpec::new(1, 1, 1).unwrap(), start: 0 };
+        let b = Sample { spec: WindowSpec::new(0, 1, 1).unwrap(), start: 0 };
+        assert!(matches!(BatchPlan::new(&[a, b], &Roles::samudra(), &[1, 1]), Err(Error::MixedBatch { .. })));
+        assert!(matches!(BatchPlan::new(&[], &Roles::samudra(), &[1, 1]), Err(Error::MixedBatch { .. })));
+        assert!(matches!(BatchPlan::new(&[a], &Roles::samudra(), &[1]), Err(Error::InvalidConfig { .. })));
     }
 }

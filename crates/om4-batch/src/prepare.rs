@@ -80,25 +80,13 @@ impl LandMask {
     /// [`Error::BufferLength`] when `wet` does not hold `channels × plane` values.
     pub fn new(channels: usize, plane: usize, wet: Vec<bool>) -> Result<Self> {
         if wet.len() != channels * plane {
-            return Err(Error::BufferLength {
-                what: "land mask".into(),
-                expected: channels * plane,
-                found: wet.len(),
-            });
+            return Err(Error::BufferLength { what: "land mask".into(), expected: channels * plane, found: wet.len() });
         }
-        Ok(Self {
-            channels,
-            plane,
-            wet,
-        })
+        Ok(Self { channels, plane, wet })
     }
     /// Every cell wet.
     pub fn all_wet(channels: usize, plane: usize) -> Self {
-        Self {
-            channels,
-            plane,
-            wet: vec![true; channels * plane],
-        }
+        Self { channels, plane, wet: vec![true; channels * plane] }
     }
     /// Channels.
     pub fn channels(&self) -> usize {
@@ -114,11 +102,7 @@ impl LandMask {
     }
     /// The mask repeated `times` times along channels: Samudra's `label_mask` for `times = h + 1`.
     pub fn repeat(&self, times: usize) -> Self {
-        Self {
-            channels: self.channels * times,
-            plane: self.plane,
-            wet: self.wet.repeat(times),
-        }
+        Self { channels: self.channels * times, plane: self.plane, wet: self.wet.repeat(times) }
     }
 }
 
@@ -137,29 +121,13 @@ impl Preparation {
     ///
     /// # Errors
     /// [`Error::BufferLength`] when means, stds and mask disagree on the channel count.
-    pub fn new(
-        mean: Vec<f32>,
-        std: Vec<f32>,
-        mask: LandMask,
-        order: NormOrder,
-        fill: f32,
-    ) -> Result<Self> {
+    pub fn new(mean: Vec<f32>, std: Vec<f32>, mask: LandMask, order: NormOrder, fill: f32) -> Result<Self> {
         for (what, n) in [("stds", std.len()), ("land mask channels", mask.channels())] {
             if n != mean.len() {
-                return Err(Error::BufferLength {
-                    what: what.into(),
-                    expected: mean.len(),
-                    found: n,
-                });
+                return Err(Error::BufferLength { what: what.into(), expected: mean.len(), found: n });
             }
         }
-        Ok(Self {
-            mean,
-            std,
-            mask,
-            order,
-            fill,
-        })
+        Ok(Self { mean, std, mask, order, fill })
     }
     /// Channels.
     pub fn channels(&self) -> usize {
@@ -200,7 +168,7 @@ impl Preparation {
     /// [`Error::BufferLength`] when `buf` is not a whole number of `channels × plane` blocks.
     pub fn prepare_group(&self, buf: &mut [f32]) -> Result<()> {
         let block = self.channels() * self.mask.plane;
-        if block == 0 || buf.len() % block != 0 {
+        if block == 0 || !buf.len().is_multiple_of(block) {
             return Err(Error::BufferLength {
                 what: "group buffer".into(),
                 expected: buf.len().div_ceil(block.max(1)) * block,
@@ -223,39 +191,18 @@ mod tests {
     #[test]
     fn orders_differ_on_land_only() {
         let (m, s) = (2.0, 4.0);
-        assert_eq!(
-            prepare_value(10.0, m, s, true, NormOrder::NormalizeThenMask, 0.0),
-            2.0
-        );
-        assert_eq!(
-            prepare_value(10.0, m, s, true, NormOrder::MaskThenNormalize, 0.0),
-            2.0
-        );
-        assert_eq!(
-            prepare_value(f32::NAN, m, s, false, NormOrder::NormalizeThenMask, 0.0),
-            0.0
-        );
-        assert_eq!(
-            prepare_value(f32::NAN, m, s, false, NormOrder::MaskThenNormalize, 0.0),
-            -0.5
-        );
-        assert_eq!(
-            prepare_value(f32::NAN, m, s, true, NormOrder::NormalizeThenMask, 0.0),
-            0.0
-        );
-        assert_eq!(
-            prepare_value(1.0, 0.0, 0.0, true, NormOrder::NormalizeThenMask, 0.0),
-            f32::MAX
-        );
+        assert_eq!(prepare_value(10.0, m, s, true, NormOrder::NormalizeThenMask, 0.0), 2.0);
+        assert_eq!(prepare_value(10.0, m, s, true, NormOrder::MaskThenNormalize, 0.0), 2.0);
+        assert_eq!(prepare_value(f32::NAN, m, s, false, NormOrder::NormalizeThenMask, 0.0), 0.0);
+        assert_eq!(prepare_value(f32::NAN, m, s, false, NormOrder::MaskThenNormalize, 0.0), -0.5);
+        assert_eq!(prepare_value(f32::NAN, m, s, true, NormOrder::NormalizeThenMask, 0.0), 0.0);
+        assert_eq!(prepare_value(1.0, 0.0, 0.0, true, NormOrder::NormalizeThenMask, 0.0), f32::MAX);
     }
 
     #[test]
     fn label_mask_repeats_channels() {
         let m = LandMask::new(2, 2, vec![true, false, false, true]).unwrap();
-        assert_eq!(
-            m.repeat(2).as_slice(),
-            &[true, false, false, true, true, false, false, true]
-        );
+        assert_eq!(m.repeat(2).as_slice(), &[true, false, false, true, true, false, false, true]);
         assert!(LandMask::new(2, 2, vec![true]).is_err());
     }
 }

@@ -15,9 +15,7 @@ pub struct Mt19937 {
 
 impl std::fmt::Debug for Mt19937 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mt19937")
-            .field("index", &self.index)
-            .finish_non_exhaustive()
+        f.debug_struct("Mt19937").field("index", &self.index).finish_non_exhaustive()
     }
 }
 
@@ -28,9 +26,7 @@ impl Mt19937 {
         state[0] = seed;
         for i in 1..N {
             let prev = state[i - 1];
-            state[i] = 1_812_433_253u32
-                .wrapping_mul(prev ^ (prev >> 30))
-                .wrapping_add(i as u32);
+            state[i] = 1_812_433_253u32.wrapping_mul(prev ^ (prev >> 30)).wrapping_add(i as u32);
         }
         Self { state, index: N }
     }
@@ -42,9 +38,7 @@ impl Mt19937 {
         let (mut i, mut j) = (1usize, 0usize);
         for _ in 0..N.max(key.len()) {
             let prev = s[i - 1];
-            s[i] = (s[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_664_525))
-                .wrapping_add(key[j])
-                .wrapping_add(j as u32);
+            s[i] = (s[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_664_525)).wrapping_add(key[j]).wrapping_add(j as u32);
             i += 1;
             j += 1;
             if i >= N {
@@ -57,8 +51,7 @@ impl Mt19937 {
         }
         for _ in 0..N - 1 {
             let prev = s[i - 1];
-            s[i] =
-                (s[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_566_083_941)).wrapping_sub(i as u32);
+            s[i] = (s[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_566_083_941)).wrapping_sub(i as u32);
             i += 1;
             if i >= N {
                 s[0] = s[N - 1];
@@ -109,9 +102,7 @@ impl PyRandom {
         let low = seed as u32;
         let high = (seed >> 32) as u32;
         let key: &[u32] = if high == 0 { &[low] } else { &[low, high] };
-        Self {
-            mt: Mt19937::from_key(key),
-        }
+        Self { mt: Mt19937::from_key(key) }
     }
 
     /// `getrandbits(k)` for `1 ≤ k ≤ 32`.
@@ -153,18 +144,13 @@ pub struct TorchGenerator {
 impl TorchGenerator {
     /// `torch.Generator().manual_seed(seed)`: MT19937 seeded with the low 32 bits.
     pub fn new(seed: u64) -> Self {
-        Self {
-            mt: Mt19937::new(seed as u32),
-        }
+        Self { mt: Mt19937::new(seed as u32) }
     }
 
     /// `torch.randperm(n, generator=g)` on the CPU, for `n < 2^32 / 20`:
     /// start from the identity and, for `i` in `0..n-1`, swap `i` with `i + random() % (n − i)`.
     pub fn randperm(&mut self, n: usize) -> Vec<usize> {
-        assert!(
-            n < (u32::MAX / 20) as usize,
-            "randperm of more than 2^32/20 samples is not supported"
-        );
+        assert!(n < (u32::MAX / 20) as usize, "randperm of more than 2^32/20 samples is not supported");
         let mut perm: Vec<usize> = (0..n).collect();
         for i in 0..n.saturating_sub(1) {
             let z = self.mt.next_u32() as usize % (n - i);

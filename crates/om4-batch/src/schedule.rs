@@ -58,23 +58,12 @@ impl Schedule {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a zero batch size or world size, or a rank outside the world.
-    pub fn new(
-        batch_size: usize,
-        seed: u64,
-        order: Order,
-        tail: Tail,
-        ddp: Option<Ddp>,
-    ) -> Result<Self> {
-        let batch_size = NonZeroUsize::new(batch_size).ok_or_else(|| Error::InvalidConfig {
-            field: "batch_size",
-            reason: "must be at least 1".into(),
-        })?;
+    pub fn new(batch_size: usize, seed: u64, order: Order, tail: Tail, ddp: Option<Ddp>) -> Result<Self> {
+        let batch_size = NonZeroUsize::new(batch_size)
+            .ok_or_else(|| Error::InvalidConfig { field: "batch_size", reason: "must be at least 1".into() })?;
         if let Some(d) = ddp {
             if d.world_size == 0 {
-                return Err(Error::InvalidConfig {
-                    field: "world_size",
-                    reason: "must be at least 1".into(),
-                });
+                return Err(Error::InvalidConfig { field: "world_size", reason: "must be at least 1".into() });
             }
             if d.rank >= d.world_size {
                 return Err(Error::InvalidConfig {
@@ -83,13 +72,7 @@ impl Schedule {
                 });
             }
         }
-        Ok(Self {
-            batch_size,
-            seed,
-            order,
-            tail,
-            ddp,
-        })
+        Ok(Self { batch_size, seed, order, tail, ddp })
     }
 
     /// Samudra's training sampler: shuffled, incomplete batches dropped.
@@ -105,11 +88,7 @@ impl Schedule {
     /// # Errors
     /// As [`Schedule::new`].
     pub fn validation(batch_size: usize, seed: u64, ddp: Option<Ddp>) -> Result<Self> {
-        let order = if ddp.is_some() {
-            Order::Sequential
-        } else {
-            Order::Shuffle
-        };
+        let order = if ddp.is_some() { Order::Sequential } else { Order::Shuffle };
         Self::new(batch_size, seed, order, Tail::Keep, ddp)
     }
 
@@ -164,10 +143,7 @@ impl Schedule {
 
     fn single(&self, groups: &[Vec<usize>], epoch: u64) -> Vec<Vec<usize>> {
         match self.order {
-            Order::Sequential => groups
-                .iter()
-                .flat_map(|g| self.cut(g.iter().copied()))
-                .collect(),
+            Order::Sequential => groups.iter().flat_map(|g| self.cut(g.iter().copied())).collect(),
             Order::Shuffle => {
                 let seed = self.seed.wrapping_add(epoch);
                 let mut generator = TorchGenerator::new(seed);
@@ -191,8 +167,7 @@ impl Schedule {
         let mut chunks: Vec<Vec<Vec<usize>>> = Vec::new();
         for group in groups {
             let batches = self.cut(group.iter().copied());
-            let mut group_chunks: Vec<Vec<Vec<usize>>> =
-                batches.chunks(w).map(<[_]>::to_vec).collect();
+            let mut group_chunks: Vec<Vec<Vec<usize>>> = batches.chunks(w).map(<[_]>::to_vec).collect();
             if group_chunks.last().is_some_and(|c| c.len() < w) {
                 match self.tail {
                     Tail::Drop => {
@@ -206,12 +181,7 @@ impl Schedule {
                         let last = group_chunks.last_mut().expect("checked non-empty above");
                         let mut cycle = pool.iter().cycle();
                         while last.len() < w {
-                            last.push(
-                                cycle
-                                    .next()
-                                    .expect("pool holds the short chunk's batches")
-                                    .clone(),
-                            );
+                            last.push(cycle.next().expect("pool holds the short chunk's batches").clone());
                         }
                     }
                 }
@@ -224,12 +194,7 @@ impl Schedule {
         if shuffle {
             rng.shuffle(&mut chunks);
         }
-        chunks
-            .into_iter()
-            .flatten()
-            .skip(ddp.rank)
-            .step_by(w)
-            .collect()
+        chunks.into_iter().flatten().skip(ddp.rank).step_by(w).collect()
     }
 }
 
@@ -244,27 +209,14 @@ mod tests {
     #[test]
     fn sequential_batches_in_order() {
         let s = Schedule::new(3, 0, Order::Sequential, Tail::Keep, None).unwrap();
-        assert_eq!(
-            s.epoch(&one_group(7), 1),
-            vec![vec![0, 1, 2], vec![3, 4, 5], vec![6]]
-        );
+        assert_eq!(s.epoch(&one_group(7), 1), vec![vec![0, 1, 2], vec![3, 4, 5], vec![6]]);
         let s = Schedule::new(3, 0, Order::Sequential, Tail::Drop, None).unwrap();
         assert_eq!(s.epoch(&one_group(7), 1).len(), 2);
     }
 
     #[test]
     fn ddp_pads_short_chunk_from_same_group() {
-        let s = Schedule::new(
-            2,
-            0,
-            Order::Sequential,
-            Tail::Keep,
-            Some(Ddp {
-                world_size: 2,
-                rank: 1,
-            }),
-        )
-        .unwrap();
+        let s = Schedule::new(2, 0, Order::Sequential, Tail::Keep, Some(Ddp { world_size: 2, rank: 1 })).unwrap();
         // batches [0,1] [2,3] [4]; chunks ([0,1],[2,3]) ([4], pad [0,1]); rank 1 takes [2,3], [0,1]
         assert_eq!(s.epoch(&one_group(5), 1), vec![vec![2, 3], vec![0, 1]]);
     }
@@ -272,27 +224,7 @@ mod tests {
     #[test]
     fn bad_config_rejected() {
         assert!(Schedule::training(0, 0, None).is_err());
-        assert!(
-            Schedule::training(
-                1,
-                0,
-                Some(Ddp {
-                    world_size: 0,
-                    rank: 0
-                })
-            )
-            .is_err()
-        );
-        assert!(
-            Schedule::training(
-                1,
-                0,
-                Some(Ddp {
-                    world_size: 2,
-                    rank: 2
-                })
-            )
-            .is_err()
-        );
+        assert!(Schedule::training(1, 0, Some(Ddp { world_size: 0, rank: 0 })).is_err());
+        assert!(Schedule::training(1, 0, Some(Ddp { world_size: 2, rank: 2 })).is_err());
     }
 }

@@ -49,12 +49,7 @@ impl SampleSpace {
     /// [`Error::TooShort`] when the selection holds no window.
     pub fn push(&mut self, spec: WindowSpec, time_len: usize, group: u64) -> Result<()> {
         let count = spec.require_samples(time_len)?;
-        self.parts.push(Part {
-            spec,
-            offset: self.len,
-            count,
-            group,
-        });
+        self.parts.push(Part { spec, offset: self.len, count, group });
         self.len += count;
         Ok(())
     }
@@ -77,14 +72,8 @@ impl SampleSpace {
         self.parts
             .iter()
             .find(|p| index >= p.offset && index < p.offset + p.count)
-            .map(|p| Sample {
-                spec: p.spec,
-                start: index - p.offset,
-            })
-            .ok_or(Error::SampleOutOfRange {
-                index,
-                len: self.len,
-            })
+            .map(|p| Sample { spec: p.spec, start: index - p.offset })
+            .ok_or(Error::SampleOutOfRange { index, len: self.len })
     }
 
     /// Samples of many indices.
@@ -101,13 +90,7 @@ impl SampleSpace {
         keys.sort_unstable();
         keys.dedup();
         keys.iter()
-            .map(|&k| {
-                self.parts
-                    .iter()
-                    .filter(|p| p.group == k)
-                    .flat_map(|p| p.offset..p.offset + p.count)
-                    .collect()
-            })
+            .map(|&k| self.parts.iter().filter(|p| p.group == k).flat_map(|p| p.offset..p.offset + p.count).collect())
             .collect()
     }
 }
@@ -122,17 +105,8 @@ mod tests {
         s.push(WindowSpec::new(1, 1, 1).unwrap(), 10, 0).unwrap(); // 10 - 2 - 1 = 7
         s.push(WindowSpec::new(1, 1, 2).unwrap(), 10, 0).unwrap(); // 10 - 4 - 2 = 4
         assert_eq!(s.len(), 11);
-        assert_eq!(
-            s.sample(8).unwrap(),
-            Sample {
-                spec: WindowSpec::new(1, 1, 2).unwrap(),
-                start: 1
-            }
-        );
+        assert_eq!(s.sample(8).unwrap(), Sample { spec: WindowSpec::new(1, 1, 2).unwrap(), start: 1 });
         assert_eq!(s.groups(), vec![(0..11).collect::<Vec<_>>()]);
-        assert_eq!(
-            s.sample(11),
-            Err(Error::SampleOutOfRange { index: 11, len: 11 })
-        );
+        assert_eq!(s.sample(11), Err(Error::SampleOutOfRange { index: 11, len: 11 }));
     }
 }

@@ -37,11 +37,7 @@ fn default_stride() -> usize {
 
 impl Default for WindowConfig {
     fn default() -> Self {
-        Self {
-            history: default_history(),
-            steps: default_steps(),
-            stride: default_stride(),
-        }
+        Self { history: default_history(), steps: default_steps(), stride: default_stride() }
     }
 }
 
@@ -69,19 +65,11 @@ impl WindowSpec {
     /// # Errors
     /// [`Error::InvalidConfig`] when `steps` or `stride` is zero.
     pub fn new(history: usize, steps: usize, stride: usize) -> Result<Self> {
-        let steps = NonZeroUsize::new(steps).ok_or_else(|| Error::InvalidConfig {
-            field: "steps",
-            reason: "must be at least 1".into(),
-        })?;
-        let stride = NonZeroUsize::new(stride).ok_or_else(|| Error::InvalidConfig {
-            field: "stride",
-            reason: "must be at least 1".into(),
-        })?;
-        Ok(Self {
-            history,
-            steps,
-            stride,
-        })
+        let steps = NonZeroUsize::new(steps)
+            .ok_or_else(|| Error::InvalidConfig { field: "steps", reason: "must be at least 1".into() })?;
+        let stride = NonZeroUsize::new(stride)
+            .ok_or_else(|| Error::InvalidConfig { field: "stride", reason: "must be at least 1".into() })?;
+        Ok(Self { history, steps, stride })
     }
 
     /// History length `h`.
@@ -163,14 +151,8 @@ mod tests {
         let w = WindowSpec::new(1, 4, 1).unwrap();
         // step s input [i+2s, i+2s+1], label [i+2s+2, i+2s+3]
         for s in 0..4 {
-            assert_eq!(
-                [w.input_time(5, s, 0), w.input_time(5, s, 1)],
-                [5 + 2 * s, 6 + 2 * s]
-            );
-            assert_eq!(
-                [w.label_time(5, s, 0), w.label_time(5, s, 1)],
-                [7 + 2 * s, 8 + 2 * s]
-            );
+            assert_eq!([w.input_time(5, s, 0), w.input_time(5, s, 1)], [5 + 2 * s, 6 + 2 * s]);
+            assert_eq!([w.label_time(5, s, 0), w.label_time(5, s, 1)], [7 + 2 * s, 8 + 2 * s]);
         }
         // train split of 2829 steps gives 2820 windows; validation (steps 1) of 73 gives 70
         assert_eq!(w.num_samples(2829), 2820);
@@ -182,34 +164,15 @@ mod tests {
     fn too_short_says_how_much_is_needed() {
         let w = WindowSpec::new(1, 2, 2).unwrap();
         let err = w.require_samples(w.span() - 1).unwrap_err();
-        assert_eq!(
-            err,
-            Error::TooShort {
-                len: w.span() - 1,
-                history: 1,
-                steps: 2,
-                stride: 2,
-                needed: w.span()
-            }
-        );
+        assert_eq!(err, Error::TooShort { len: w.span() - 1, history: 1, steps: 2, stride: 2, needed: w.span() });
         assert_eq!(w.require_samples(w.span()).unwrap(), 1);
     }
 
     #[test]
     fn zero_steps_or_stride_rejected() {
-        assert!(matches!(
-            WindowSpec::new(0, 0, 1),
-            Err(Error::InvalidConfig { field: "steps", .. })
-        ));
-        assert!(matches!(
-            WindowSpec::new(0, 1, 0),
-            Err(Error::InvalidConfig {
-                field: "stride",
-                ..
-            })
-        ));
-        let cfg: WindowConfig =
-            serde_json::from_str(r#"{"hist": 0, "steps": 2, "data_stride": 3}"#).unwrap();
+        assert!(matches!(WindowSpec::new(0, 0, 1), Err(Error::InvalidConfig { field: "steps", .. })));
+        assert!(matches!(WindowSpec::new(0, 1, 0), Err(Error::InvalidConfig { field: "stride", .. })));
+        let cfg: WindowConfig = serde_json::from_str(r#"{"hist": 0, "steps": 2, "data_stride": 3}"#).unwrap();
         assert_eq!(cfg.validate().unwrap(), WindowSpec::new(0, 2, 3).unwrap());
     }
 }

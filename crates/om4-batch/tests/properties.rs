@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use om4_batch::{
-    BatchPlan, Ddp, Grid, LandMask, NormOrder, Order, Preparation, Role, Roles, Sample,
-    SampleSpace, Schedule, Tail, WindowSpec, fill_groups, prepare_and_gather, reference_batch,
+    BatchPlan, Ddp, Grid, LandMask, NormOrder, Order, Preparation, Role, Roles, Sample, SampleSpace, Schedule, Tail,
+    WindowSpec, fill_groups, prepare_and_gather, reference_batch,
 };
 use proptest::prelude::*;
 
@@ -23,21 +23,10 @@ fn raw(source: usize, t: usize, c: usize, cell: usize) -> f32 {
 }
 
 fn preparation(source: usize, channels: usize, plane: usize, order: NormOrder) -> Preparation {
-    let mean = (0..channels)
-        .map(|c| c as f32 * 0.5 - (source as f32))
-        .collect();
+    let mean = (0..channels).map(|c| c as f32 * 0.5 - (source as f32)).collect();
     let std = (0..channels).map(|c| 1.0 + c as f32 * 0.25).collect();
-    let wet = (0..channels * plane)
-        .map(|i| (i * 31 + source) % 5 != 0)
-        .collect();
-    Preparation::new(
-        mean,
-        std,
-        LandMask::new(channels, plane, wet).unwrap(),
-        order,
-        0.0,
-    )
-    .unwrap()
+    let wet = (0..channels * plane).map(|i| !(i * 31 + source).is_multiple_of(5)).collect();
+    Preparation::new(mean, std, LandMask::new(channels, plane, wet).unwrap(), order, 0.0).unwrap()
 }
 
 proptest! {

@@ -10,11 +10,7 @@ fn fixtures() -> Value {
 }
 
 fn usizes(v: &Value) -> Vec<usize> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_u64().expect("integer") as usize)
-        .collect()
+    v.as_array().expect("array").iter().map(|x| x.as_u64().expect("integer") as usize).collect()
 }
 
 #[test]
@@ -41,20 +37,11 @@ fn schedules_match_samudra_samplers() {
                 (start - n..start).collect()
             })
             .collect();
-        let ddp = case["world_size"].as_u64().map(|w| Ddp {
-            world_size: w as usize,
-            rank: case["rank"].as_u64().expect("rank") as usize,
-        });
-        let order = if case["shuffle"].as_bool().expect("bool") {
-            Order::Shuffle
-        } else {
-            Order::Sequential
-        };
-        let tail = if case["drop_last"].as_bool().expect("bool") {
-            Tail::Drop
-        } else {
-            Tail::Keep
-        };
+        let ddp = case["world_size"]
+            .as_u64()
+            .map(|w| Ddp { world_size: w as usize, rank: case["rank"].as_u64().expect("rank") as usize });
+        let order = if case["shuffle"].as_bool().expect("bool") { Order::Shuffle } else { Order::Sequential };
+        let tail = if case["drop_last"].as_bool().expect("bool") { Tail::Drop } else { Tail::Keep };
         let schedule = Schedule::new(
             case["batch_size"].as_u64().expect("batch") as usize,
             case["seed"].as_u64().expect("seed"),
@@ -63,18 +50,9 @@ fn schedules_match_samudra_samplers() {
             ddp,
         )
         .expect("valid schedule");
-        let expected: Vec<Vec<usize>> = case["batches"]
-            .as_array()
-            .expect("batches")
-            .iter()
-            .map(usizes)
-            .collect();
+        let expected: Vec<Vec<usize>> = case["batches"].as_array().expect("batches").iter().map(usizes).collect();
         let got = schedule.epoch(&groups, case["epoch"].as_u64().expect("epoch"));
         assert_eq!(got, expected, "case {case}");
-        assert_eq!(
-            schedule.len(&groups),
-            expected.len(),
-            "length of case {case}"
-        );
+        assert_eq!(schedule.len(&groups), expected.len(), "length of case {case}");
     }
 }

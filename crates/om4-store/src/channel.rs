@@ -1,10 +1,8 @@
 //! Channel names: `thetao_4` (variable and level), `zos` (level-free), legacy `thetao_lev_2_5`.
 
 /// Channels Samudra computes at load time rather than reading, with how.
-pub(crate) const DERIVED: &[(&str, &str)] = &[(
-    "hfds_anomalies",
-    "hfds minus its day-of-year climatology over the loaded period",
-)];
+pub(crate) const DERIVED: &[(&str, &str)] =
+    &[("hfds_anomalies", "hfds minus its day-of-year climatology over the loaded period")];
 
 /// Splits `var_k` into `("var", k)`; `None` when the name does not end in `_<digits>`.
 pub(crate) fn split_level(name: &str) -> Option<(&str, usize)> {
@@ -27,8 +25,7 @@ pub(crate) fn derived_reason(name: &str) -> Option<String> {
     if let Some((_, why)) = DERIVED.iter().find(|(n, _)| *n == name) {
         return Some((*why).to_string());
     }
-    name.strip_suffix("_anomalies")
-        .map(|base| format!("anomaly of {base}, computed at load time"))
+    name.strip_suffix("_anomalies").map(|base| format!("anomaly of {base}, computed at load time"))
 }
 
 #[cfg(test)]

@@ -62,9 +62,7 @@ pub enum Error {
         reason: String,
     },
     /// Channels that do not share one `(time, y, x)` grid.
-    #[error(
-        "store {store}: array {array:?} has grid {found:?}, but {first:?} has {expected:?} (time, y, x)"
-    )]
+    #[error("store {store}: array {array:?} has grid {found:?}, but {first:?} has {expected:?} (time, y, x)")]
     GridMismatch {
         /// Store root.
         store: PathBuf,

@@ -46,7 +46,7 @@ pub use meta::{ArrayInfo, Fill, ZarrFormat};
 pub use pool::ReadPool;
 pub use store::{Channel, ChannelSet, Layout, Om4Store, Selection, StatsStore};
 pub use synth::{
-    DEPTH_VARS, DZ, LEV, SURFACE_VARS, SynthCodec, SynthConfig, SynthFormat, SynthLayout,
-    SynthPaths, channel_names, synthesize,
+    DEPTH_VARS, DZ, LEV, SURFACE_VARS, SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, channel_names,
+    synthesize,
 };
 pub use time::{Calendar, Instant, TimeAxis, parse_date};

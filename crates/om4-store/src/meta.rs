@@ -70,10 +70,7 @@ impl ArrayInfo {
 
 /// Reads every array's metadata under `root` (one level deep), through `.zmetadata` when present.
 pub(crate) fn discover(root: &Path) -> Result<BTreeMap<String, ArrayInfo>> {
-    let store_err = |reason: String| Error::Store {
-        store: root.to_path_buf(),
-        reason,
-    };
+    let store_err = |reason: String| Error::Store { store: root.to_path_buf(), reason };
     if !root.is_dir() {
         return Err(store_err("not a directory".into()));
     }
@@ -87,10 +84,7 @@ pub(crate) fn discover(root: &Path) -> Result<BTreeMap<String, ArrayInfo>> {
             .ok_or_else(|| store_err(".zmetadata has no \"metadata\" object".into()))?;
         for (key, meta) in entries {
             if let Some(name) = key.strip_suffix("/.zarray").filter(|n| !n.contains('/')) {
-                let attrs = entries
-                    .get(&format!("{name}/.zattrs"))
-                    .cloned()
-                    .unwrap_or(Value::Object(Map::new()));
+                let attrs = entries.get(&format!("{name}/.zattrs")).cloned().unwrap_or(Value::Object(Map::new()));
                 arrays.insert(name.to_string(), parse_v2(root, name, meta, &attrs)?);
             }
         }
@@ -106,11 +100,7 @@ pub(crate) fn discover(root: &Path) -> Result<BTreeMap<String, ArrayInfo>> {
         if !dir.is_dir() {
             continue;
         }
-        let meta_err = |reason: String| Error::Metadata {
-            store: root.to_path_buf(),
-            array: name.clone(),
-            reason,
-        };
+        let meta_err = |reason: String| Error::Metadata { store: root.to_path_buf(), array: name.clone(), reason };
         if dir.join(".zarray").is_file() {
             let meta = read_json(&dir.join(".zarray")).map_err(meta_err)?;
             let attrs_path = dir.join(".zattrs");
@@ -128,9 +118,7 @@ pub(crate) fn discover(root: &Path) -> Result<BTreeMap<String, ArrayInfo>> {
         }
     }
     if arrays.is_empty() && !root.join(".zgroup").is_file() && !root.join("zarr.json").is_file() {
-        return Err(store_err(
-            "no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)".into(),
-        ));
+        return Err(store_err("no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)".into()));
     }
     Ok(arrays)
 }
@@ -147,13 +135,9 @@ fn u64_list(v: Option<&Value>) -> Option<Vec<u64>> {
 fn parse_fill(v: Option<&Value>) -> Fill {
     match v {
         None | Some(Value::Null) => Fill::Null,
-        Some(Value::Number(n)) => n.as_f64().map_or(Fill::Other(n.to_string()), |x| {
-            if x.is_nan() {
-                Fill::Nan
-            } else {
-                Fill::Number(x)
-            }
-        }),
+        Some(Value::Number(n)) => {
+            n.as_f64().map_or(Fill::Other(n.to_string()), |x| if x.is_nan() { Fill::Nan } else { Fill::Number(x) })
+        }
         Some(Value::String(s)) => match s.as_str() {
             "NaN" | "nan" => Fill::Nan,
             "Infinity" => Fill::Number(f64::INFINITY),
@@ -161,19 +145,11 @@ fn parse_fill(v: Option<&Value>) -> Fill {
             hex if hex.starts_with("0x") => match u64::from_str_radix(&hex[2..], 16) {
                 Ok(bits) if hex.len() <= 10 => {
                     let x = f32::from_bits(bits as u32);
-                    if x.is_nan() {
-                        Fill::Nan
-                    } else {
-                        Fill::Number(f64::from(x))
-                    }
+                    if x.is_nan() { Fill::Nan } else { Fill::Number(f64::from(x)) }
                 }
                 Ok(bits) => {
                     let x = f64::from_bits(bits);
-                    if x.is_nan() {
-                        Fill::Nan
-                    } else {
-                        Fill::Number(x)
-                    }
+                    if x.is_nan() { Fill::Nan } else { Fill::Number(x) }
                 }
                 Err(_) => Fill::Other(s.clone()),
             },
@@ -217,10 +193,7 @@ fn describe_v2_codec(c: &Value) -> String {
             };
             format!("blosc({cname}, {shuffle})")
         }
-        "zstd" | "gzip" | "zlib" => format!(
-            "{id}({})",
-            c.get("level").map_or("?".into(), Value::to_string)
-        ),
+        "zstd" | "gzip" | "zlib" => format!("{id}({})", c.get("level").map_or("?".into(), Value::to_string)),
         other => other.to_string(),
     }
 }
@@ -233,20 +206,12 @@ fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<Arra
     };
     let shape = u64_list(meta.get("shape")).ok_or_else(|| err("missing or bad \"shape\""))?;
     let chunks = u64_list(meta.get("chunks")).ok_or_else(|| err("missing or bad \"chunks\""))?;
-    let dtype = meta
-        .get("dtype")
-        .and_then(Value::as_str)
-        .map(dtype_v2)
-        .unwrap_or_else(|| "structured".into());
+    let dtype = meta.get("dtype").and_then(Value::as_str).map(dtype_v2).unwrap_or_else(|| "structured".into());
     let attrs = attrs.as_object().cloned().unwrap_or_default();
     let dims = attrs
         .get("_ARRAY_DIMENSIONS")
         .and_then(Value::as_array)
-        .map(|d| {
-            d.iter()
-                .map(|x| x.as_str().unwrap_or("?").to_string())
-                .collect()
-        });
+        .map(|d| d.iter().map(|x| x.as_str().unwrap_or("?").to_string()).collect());
     let mut codecs: Vec<String> = meta
         .get("filters")
         .and_then(Value::as_array)
@@ -264,16 +229,8 @@ fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<Arra
         dtype,
         fill: parse_fill(meta.get("fill_value")),
         dims,
-        codecs: if codecs.is_empty() {
-            "none".into()
-        } else {
-            codecs.join(" + ")
-        },
-        order: meta
-            .get("order")
-            .and_then(Value::as_str)
-            .unwrap_or("C")
-            .to_string(),
+        codecs: if codecs.is_empty() { "none".into() } else { codecs.join(" + ") },
+        order: meta.get("order").and_then(Value::as_str).unwrap_or("C").to_string(),
         attrs,
     })
 }
@@ -290,29 +247,13 @@ fn describe_v3_codecs(codecs: &[Value]) -> (Vec<String>, Option<Vec<u64>>, Strin
             "transpose" => order = "F".into(),
             "sharding_indexed" => {
                 inner = u64_list(conf.and_then(|c| c.get("chunk_shape")));
-                let sub = conf
-                    .and_then(|c| c.get("codecs"))
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
+                let sub = conf.and_then(|c| c.get("codecs")).and_then(Value::as_array).cloned().unwrap_or_default();
                 let (names, _, o) = describe_v3_codecs(&sub);
                 order = o;
-                out.push(format!(
-                    "sharding[{}]",
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(" + ")
-                    }
-                ));
+                out.push(format!("sharding[{}]", if names.is_empty() { "none".into() } else { names.join(" + ") }));
             }
             "blosc" => {
-                let get = |k: &str| {
-                    conf.and_then(|c| c.get(k))
-                        .and_then(Value::as_str)
-                        .unwrap_or("?")
-                        .to_string()
-                };
+                let get = |k: &str| conf.and_then(|c| c.get(k)).and_then(Value::as_str).unwrap_or("?").to_string();
                 out.push(format!("blosc({}, {})", get("cname"), get("shuffle")));
             }
             other => out.push(match conf.and_then(|c| c.get("level")) {
@@ -335,27 +276,15 @@ fn parse_v3(root: &Path, name: &str, meta: &Value) -> Result<ArrayInfo> {
         .ok_or_else(|| err("missing regular chunk grid"))?;
     let dtype = match meta.get("data_type") {
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Object(o)) => o
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string(),
+        Some(Value::Object(o)) => o.get("name").and_then(Value::as_str).unwrap_or("?").to_string(),
         _ => return Err(err("missing \"data_type\"")),
     };
-    let codecs = meta
-        .get("codecs")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let codecs = meta.get("codecs").and_then(Value::as_array).cloned().unwrap_or_default();
     let (names, inner_chunks, order) = describe_v3_codecs(&codecs);
     let dims = meta
         .get("dimension_names")
         .and_then(Value::as_array)
-        .map(|d| {
-            d.iter()
-                .map(|x| x.as_str().unwrap_or("?").to_string())
-                .collect()
-        });
+        .map(|d| d.iter().map(|x| x.as_str().unwrap_or("?").to_string()).collect());
     Ok(ArrayInfo {
         name: name.to_string(),
         format: ZarrFormat::V3,
@@ -365,17 +294,9 @@ fn parse_v3(root: &Path, name: &str, meta: &Value) -> Result<ArrayInfo> {
         dtype,
         fill: parse_fill(meta.get("fill_value")),
         dims,
-        codecs: if names.is_empty() {
-            "none".into()
-        } else {
-            names.join(" + ")
-        },
+        codecs: if names.is_empty() { "none".into() } else { names.join(" + ") },
         order,
-        attrs: meta
-            .get("attributes")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default(),
+        attrs: meta.get("attributes").and_then(Value::as_object).cloned().unwrap_or_default(),
     })
 }
 
@@ -386,16 +307,10 @@ mod tests {
     #[test]
     fn fill_values() {
         assert_eq!(parse_fill(Some(&Value::String("NaN".into()))), Fill::Nan);
-        assert_eq!(
-            parse_fill(Some(&Value::String("0x7fc00000".into()))),
-            Fill::Nan
-        );
+        assert_eq!(parse_fill(Some(&Value::String("0x7fc00000".into()))), Fill::Nan);
         assert_eq!(parse_fill(Some(&serde_json::json!(0.0))), Fill::Number(0.0));
         assert_eq!(parse_fill(Some(&Value::Null)), Fill::Null);
-        assert_eq!(
-            parse_fill(Some(&serde_json::json!(-9999))),
-            Fill::Number(-9999.0)
-        );
+        assert_eq!(parse_fill(Some(&serde_json::json!(-9999))), Fill::Number(-9999.0));
     }
 
     #[test]

@@ -18,22 +18,14 @@ impl ReadPool {
     /// [`Error::Pool`] for zero threads or when the threads cannot be spawned.
     pub fn new(max_concurrent_reads: usize) -> Result<Self> {
         if max_concurrent_reads == 0 {
-            return Err(Error::Pool {
-                threads: 0,
-                source: "max_concurrent_reads must be at least 1".into(),
-            });
+            return Err(Error::Pool { threads: 0, source: "max_concurrent_reads must be at least 1".into() });
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(max_concurrent_reads)
             .thread_name(|i| format!("om4-read-{i}"))
             .build()
-            .map_err(|e| Error::Pool {
-                threads: max_concurrent_reads,
-                source: e.into(),
-            })?;
-        Ok(Self {
-            pool: Arc::new(pool),
-        })
+            .map_err(|e| Error::Pool { threads: max_concurrent_reads, source: e.into() })?;
+        Ok(Self { pool: Arc::new(pool) })
     }
 
     /// Threads in the pool.

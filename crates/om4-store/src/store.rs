@@ -57,9 +57,7 @@ impl Channel {
     /// Variable name (`thetao` for `thetao_4`).
     pub fn var(&self) -> &str {
         match self.level {
-            Some(_) if !self.compact => {
-                split_level(&self.name).map_or(self.name.as_str(), |(v, _)| v)
-            }
+            Some(_) if !self.compact => split_level(&self.name).map_or(self.name.as_str(), |(v, _)| v),
             Some(_) => &self.array,
             None => &self.name,
         }
@@ -154,34 +152,14 @@ impl Om4Store {
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         let arrays = discover(&root)?;
-        let fs = zarr::Store::open(&root).map_err(|e| Error::Store {
-            store: root.clone(),
-            reason: e.to_string(),
-        })?;
-        let mut store = Self {
-            root,
-            arrays,
-            fs,
-            time: None,
-            lev: None,
-        };
+        let fs = zarr::Store::open(&root).map_err(|e| Error::Store { store: root.clone(), reason: e.to_string() })?;
+        let mut store = Self { root, arrays, fs, time: None, lev: None };
         if let Some(info) = store.arrays.get("time") {
             let raw = store.read_coord("time")?;
-            let units = info
-                .attr("units")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            let calendar = info
-                .attr("calendar")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            let axis =
-                TimeAxis::decode(raw, units.as_deref(), calendar.as_deref()).map_err(|reason| {
-                    Error::Time {
-                        store: store.root.clone(),
-                        reason,
-                    }
-                })?;
+            let units = info.attr("units").and_then(Value::as_str).map(str::to_string);
+            let calendar = info.attr("calendar").and_then(Value::as_str).map(str::to_string);
+            let axis = TimeAxis::decode(raw, units.as_deref(), calendar.as_deref())
+                .map_err(|reason| Error::Time { store: store.root.clone(), reason })?;
             store.time = Some(axis);
         }
         if store.arrays.contains_key("lev") {
@@ -193,13 +171,11 @@ impl Om4Store {
     fn read_coord(&self, name: &str) -> Result<Vec<f64>> {
         let info = &self.arrays[name];
         let array = self.open_array(name)?;
-        array
-            .read_all_f64(&info.dtype)
-            .map_err(|e| Error::Metadata {
-                store: self.root.clone(),
-                array: name.to_string(),
-                reason: format!("cannot read coordinate: {e}"),
-            })
+        array.read_all_f64(&info.dtype).map_err(|e| Error::Metadata {
+            store: self.root.clone(),
+            array: name.to_string(),
+            reason: format!("cannot read coordinate: {e}"),
+        })
     }
 
     fn open_array(&self, name: &str) -> Result<ZarrArray> {
@@ -231,10 +207,7 @@ impl Om4Store {
     }
 
     fn is_data_array(info: &ArrayInfo) -> bool {
-        let has_time = info
-            .dims
-            .as_ref()
-            .map_or(info.shape.len() >= 3, |d| d.iter().any(|n| n == "time"));
+        let has_time = info.dims.as_ref().map_or(info.shape.len() >= 3, |d| d.iter().any(|n| n == "time"));
         has_time
             && (info.shape.len() == 3 || info.shape.len() == 4)
             && !info.name.starts_with("mask")
@@ -243,15 +216,9 @@ impl Om4Store {
 
     /// The store's layout, from the data arrays present.
     pub fn layout(&self) -> Layout {
-        let data: Vec<&ArrayInfo> = self
-            .arrays
-            .values()
-            .filter(|a| Self::is_data_array(a))
-            .collect();
+        let data: Vec<&ArrayInfo> = self.arrays.values().filter(|a| Self::is_data_array(a)).collect();
         let compact = data.iter().any(|a| a.shape.len() == 4);
-        let flat = data
-            .iter()
-            .any(|a| a.shape.len() == 3 && split_level(&a.name).is_some());
+        let flat = data.iter().any(|a| a.shape.len() == 3 && split_level(&a.name).is_some());
         match (flat, compact, data.is_empty()) {
             (_, _, true) => Layout::Empty,
             (true, true, _) => Layout::Mixed,
@@ -265,16 +232,10 @@ impl Om4Store {
         let mut names = Vec::new();
         for info in self.arrays.values().filter(|a| Self::is_data_array(a)) {
             if info.shape.len() == 4 {
-                let lev_axis = usize::from(
-                    info.dims
-                        .as_ref()
-                        .is_some_and(|d| LEV.contains(&d[0].as_str())),
-                );
+                let lev_axis = usize::from(info.dims.as_ref().is_some_and(|d| LEV.contains(&d[0].as_str())));
                 let lev_axis = if lev_axis == 1 { 0 } else { 1 };
                 names.extend((0..info.shape[lev_axis]).map(|k| format!("{}_{k}", info.name)));
-            } else if let (Some((var, depth)), Some(lev)) =
-                (split_legacy(&info.name), self.lev.as_ref())
-            {
+            } else if let (Some((var, depth)), Some(lev)) = (split_legacy(&info.name), self.lev.as_ref()) {
                 match lev.iter().position(|&d| (d - depth).abs() < 1e-6) {
                     Some(k) => names.push(format!("{var}_{k}")),
                     None => names.push(info.name.clone()),
@@ -289,11 +250,7 @@ impl Om4Store {
     }
 
     fn invalid(&self, array: &str, reason: impl Into<String>) -> Error {
-        Error::Invalid {
-            store: self.root.clone(),
-            array: array.to_string(),
-            reason: reason.into(),
-        }
+        Error::Invalid { store: self.root.clone(), array: array.to_string(), reason: reason.into() }
     }
 
     /// Finds the array and level behind a channel name, without validating the array.
@@ -302,21 +259,13 @@ impl Om4Store {
     /// [`Error::DerivedChannel`] for a derived channel the store does not hold,
     /// [`Error::UnknownChannel`] for a name it does not hold, [`Error::Invalid`] for a level out of range.
     pub fn resolve(&self, name: &str) -> Result<Channel> {
-        let unknown = |reason: String| Error::UnknownChannel {
-            store: self.root.clone(),
-            channel: name.to_string(),
-            reason,
-        };
-        if let Some(info) = self.arrays.get(name) {
-            if info.shape.len() != 4 {
-                let level = split_level(name).map(|(_, k)| k);
-                return Ok(Channel {
-                    name: name.to_string(),
-                    array: name.to_string(),
-                    level,
-                    compact: false,
-                });
-            }
+        let unknown =
+            |reason: String| Error::UnknownChannel { store: self.root.clone(), channel: name.to_string(), reason };
+        if let Some(info) = self.arrays.get(name)
+            && info.shape.len() != 4
+        {
+            let level = split_level(name).map(|(_, k)| k);
+            return Ok(Channel { name: name.to_string(), array: name.to_string(), level, compact: false });
         }
         if let Some((var, level)) = split_level(name) {
             if let Some(info) = self.arrays.get(var).filter(|a| a.shape.len() == 4) {
@@ -326,7 +275,10 @@ impl Om4Store {
                     _ => info.shape[1],
                 };
                 if level as u64 >= nlev {
-                    return Err(self.invalid(var, format!("channel {name:?} asks for level {level}, but the array has {nlev} levels")));
+                    return Err(self.invalid(
+                        var,
+                        format!("channel {name:?} asks for level {level}, but the array has {nlev} levels"),
+                    ));
                 }
                 return Ok(Channel {
                     name: name.to_string(),
@@ -337,9 +289,8 @@ impl Om4Store {
             }
             if let Some(lev) = &self.lev {
                 let legacy = self.arrays.keys().find(|a| {
-                    split_legacy(a).is_some_and(|(v, depth)| {
-                        v == var && lev.get(level).is_some_and(|&d| (d - depth).abs() < 1e-6)
-                    })
+                    split_legacy(a)
+                        .is_some_and(|(v, depth)| v == var && lev.get(level).is_some_and(|&d| (d - depth).abs() < 1e-6))
                 });
                 if let Some(array) = legacy {
                     return Ok(Channel {
@@ -349,24 +300,14 @@ impl Om4Store {
                         compact: false,
                     });
                 }
-                let var_known = self
-                    .arrays
-                    .keys()
-                    .any(|a| split_legacy(a).is_some_and(|(v, _)| v == var));
+                let var_known = self.arrays.keys().any(|a| split_legacy(a).is_some_and(|(v, _)| v == var));
                 if var_known && level >= lev.len() {
-                    return Err(unknown(format!(
-                        "level {level} is out of range: the store has {} levels",
-                        lev.len()
-                    )));
+                    return Err(unknown(format!("level {level} is out of range: the store has {} levels", lev.len())));
                 }
             }
         }
         if let Some(reason) = derived_reason(name) {
-            return Err(Error::DerivedChannel {
-                store: self.root.clone(),
-                channel: name.to_string(),
-                reason,
-            });
+            return Err(Error::DerivedChannel { store: self.root.clone(), channel: name.to_string(), reason });
         }
         let mut near: Vec<String> = self.channel_names();
         near.truncate(8);
@@ -377,29 +318,23 @@ impl Om4Store {
     }
 
     fn axes_of(&self, info: &ArrayInfo) -> Result<Axes> {
-        let dims: Vec<String> =
-            match &info.dims {
-                Some(d) => d.clone(),
-                None => match info.shape.len() {
-                    3 => vec!["time".into(), "y".into(), "x".into()],
-                    4 => vec!["time".into(), "lev".into(), "y".into(), "x".into()],
-                    n => return Err(self.invalid(
+        let dims: Vec<String> = match &info.dims {
+            Some(d) => d.clone(),
+            None => match info.shape.len() {
+                3 => vec!["time".into(), "y".into(), "x".into()],
+                4 => vec!["time".into(), "lev".into(), "y".into(), "x".into()],
+                n => {
+                    return Err(self.invalid(
                         &info.name,
-                        format!(
-                            "rank {n}: a channel array must be (time, y, x) or (time, lev, y, x)"
-                        ),
-                    )),
-                },
-            };
+                        format!("rank {n}: a channel array must be (time, y, x) or (time, lev, y, x)"),
+                    ));
+                }
+            },
+        };
         if dims.len() != info.shape.len() {
-            return Err(self.invalid(
-                &info.name,
-                format!(
-                    "{} dimension names for rank {}",
-                    dims.len(),
-                    info.shape.len()
-                ),
-            ));
+            return Err(
+                self.invalid(&info.name, format!("{} dimension names for rank {}", dims.len(), info.shape.len()))
+            );
         }
         let is = |d: &str, names: &[&str]| names.contains(&d);
         let d: Vec<&str> = dims.iter().map(String::as_str).collect();
@@ -417,10 +352,7 @@ impl Om4Store {
     /// Checks that an array can be read as float32 planes without unpacking or sentinels.
     fn check_data_array(&self, info: &ArrayInfo) -> Result<Axes> {
         if info.dtype != "float32" {
-            return Err(self.invalid(
-                &info.name,
-                format!("dtype is {}, om4 reads float32 only", info.dtype),
-            ));
+            return Err(self.invalid(&info.name, format!("dtype is {}, om4 reads float32 only", info.dtype)));
         }
         for key in ["scale_factor", "add_offset"] {
             if let Some(v) = info.attr(key) {
@@ -455,10 +387,7 @@ impl Om4Store {
             }
         }
         if let Some(i) = info.shape.iter().position(|&n| n == 0) {
-            return Err(self.invalid(
-                &info.name,
-                format!("dimension {i} has size 0 (shape {:?})", info.shape),
-            ));
+            return Err(self.invalid(&info.name, format!("dimension {i} has size 0 (shape {:?})", info.shape)));
         }
         self.axes_of(info)
     }
@@ -472,9 +401,7 @@ impl Om4Store {
     /// disagree with the time coordinate).
     pub fn channels<S: AsRef<str>>(&self, names: &[S]) -> Result<ChannelSet> {
         if names.is_empty() {
-            return Err(Error::Request {
-                reason: "no channels requested".into(),
-            });
+            return Err(Error::Request { reason: "no channels requested".into() });
         }
         let mut channels = Vec::with_capacity(names.len());
         let mut open: Vec<OpenArray> = Vec::new();
@@ -493,16 +420,16 @@ impl Om4Store {
             }
             match &first {
                 None => {
-                    if let Some(t) = &self.time {
-                        if t.len() as u64 != grid[0] {
-                            return Err(Error::GridMismatch {
-                                store: self.root.clone(),
-                                array: ch.array.clone(),
-                                found: grid,
-                                first: "time".into(),
-                                expected: [t.len() as u64, grid[1], grid[2]],
-                            });
-                        }
+                    if let Some(t) = &self.time
+                        && t.len() as u64 != grid[0]
+                    {
+                        return Err(Error::GridMismatch {
+                            store: self.root.clone(),
+                            array: ch.array.clone(),
+                            found: grid,
+                            first: "time".into(),
+                            expected: [t.len() as u64, grid[1], grid[2]],
+                        });
                     }
                     first = Some((ch.array.clone(), grid));
                 }
@@ -518,11 +445,7 @@ impl Om4Store {
                 Some(_) => {}
             }
             if !open.iter().any(|o| o.name == ch.array) {
-                open.push(OpenArray {
-                    name: ch.array.clone(),
-                    axes,
-                    array: self.open_array(&ch.array)?,
-                });
+                open.push(OpenArray { name: ch.array.clone(), axes, array: self.open_array(&ch.array)? });
             }
             channels.push(ch);
         }
@@ -530,10 +453,7 @@ impl Om4Store {
         // Runs: consecutive channels of one compact array with consecutive levels share one decode.
         let mut runs: Vec<RunSpec> = Vec::new();
         for (c, ch) in channels.iter().enumerate() {
-            let array = open
-                .iter()
-                .position(|o| o.name == ch.array)
-                .expect("opened above");
+            let array = open.iter().position(|o| o.name == ch.array).expect("opened above");
             let level = ch.level.unwrap_or(0) as u64;
             if let Some(last) = runs.last_mut() {
                 let extends = ch.compact
@@ -546,21 +466,14 @@ impl Om4Store {
                 }
             }
             let levels = if ch.compact { level..level + 1 } else { 0..1 };
-            runs.push(RunSpec {
-                array,
-                levels,
-                first_channel: c,
-            });
+            runs.push(RunSpec { array, levels, first_channel: c });
         }
         Ok(ChannelSet {
             channels,
             arrays: Arc::new(open),
             runs,
             time_len: t as usize,
-            grid: Grid {
-                y: y as usize,
-                x: x as usize,
-            },
+            grid: Grid { y: y as usize, x: x as usize },
         })
     }
 
@@ -573,20 +486,14 @@ impl Om4Store {
             Some(t) => t
                 .select(start, end)
                 .map(|rows| Selection { rows })
-                .map_err(|reason| Error::Time {
-                    store: self.root.clone(),
-                    reason,
-                }),
+                .map_err(|reason| Error::Time { store: self.root.clone(), reason }),
             None if start.is_none() && end.is_none() => Err(Error::Time {
                 store: self.root.clone(),
-                reason:
-                    "the store has no time coordinate: use Selection { rows } with explicit rows"
-                        .into(),
+                reason: "the store has no time coordinate: use Selection { rows } with explicit rows".into(),
             }),
-            None => Err(Error::Time {
-                store: self.root.clone(),
-                reason: "no time coordinate to select dates from".into(),
-            }),
+            None => {
+                Err(Error::Time { store: self.root.clone(), reason: "no time coordinate to select dates from".into() })
+            }
         }
     }
 
@@ -628,16 +535,9 @@ impl Om4Store {
                 ),
             });
         }
-        if let Some((i, &p)) = positions
-            .iter()
-            .enumerate()
-            .find(|(_, p)| **p >= selection.len())
-        {
+        if let Some((i, &p)) = positions.iter().enumerate().find(|(_, p)| **p >= selection.len()) {
             return Err(Error::Request {
-                reason: format!(
-                    "position {p} (entry {i}) is outside the selection of {} time steps",
-                    selection.len()
-                ),
+                reason: format!("position {p} (entry {i}) is outside the selection of {} time steps", selection.len()),
             });
         }
         let runs: Vec<Run<'_>> = positions
@@ -656,28 +556,20 @@ impl Om4Store {
                 })
             })
             .collect();
-        let _span = tracing::debug_span!(
-            "om4_read",
-            planes = positions.len() * set.len(),
-            runs = runs.len()
-        )
-        .entered();
-        pool.install(|| zarr::read_runs_into(&runs, out, set.grid.y as u64, set.grid.x as u64))
-            .map_err(|(i, source)| {
+        let _span = tracing::debug_span!("om4_read", planes = positions.len() * set.len(), runs = runs.len()).entered();
+        pool.install(|| zarr::read_runs_into(&runs, out, set.grid.y as u64, set.grid.x as u64)).map_err(
+            |(i, source)| {
                 let run = &runs[i];
                 let a = &set.arrays[set.runs[i % set.runs.len()].array];
                 Error::Read {
                     store: self.root.clone(),
                     array: a.name.clone(),
                     row: run.row,
-                    level: if a.axes == Axes::TimeYX {
-                        String::new()
-                    } else {
-                        format!(", levels {:?}", run.levels)
-                    },
+                    level: if a.axes == Axes::TimeYX { String::new() } else { format!(", levels {:?}", run.levels) },
                     source,
                 }
-            })
+            },
+        )
     }
 
     /// Land masks of the channels: `mask_k` (or `wetmask[k]`) for a channel at level `k`, level 0
@@ -691,14 +583,12 @@ impl Om4Store {
         let mut wet = Vec::with_capacity(set.len() * plane);
         for ch in &set.channels {
             let k = ch.mask_level();
-            if !cache.contains_key(&k) {
-                cache.insert(k, self.mask_level(k, set.grid, &ch.name)?);
+            if let std::collections::btree_map::Entry::Vacant(e) = cache.entry(k) {
+                e.insert(self.mask_level(k, set.grid, &ch.name)?);
             }
             wet.extend_from_slice(&cache[&k]);
         }
-        LandMask::new(set.len(), plane, wet).map_err(|e| Error::Request {
-            reason: e.to_string(),
-        })
+        LandMask::new(set.len(), plane, wet).map_err(|e| Error::Request { reason: e.to_string() })
     }
 
     fn mask_level(&self, k: usize, grid: Grid, channel: &str) -> Result<Vec<bool>> {
@@ -706,33 +596,22 @@ impl Om4Store {
         let flat = format!("mask_{k}");
         let (name, offset) = if let Some(info) = self.arrays.get(&flat) {
             let n: u64 = info.shape.iter().product();
-            let dims_ok = info.shape.len() >= 2
-                && info.shape[info.shape.len() - 2..] == [grid.y as u64, grid.x as u64];
+            let dims_ok = info.shape.len() >= 2 && info.shape[info.shape.len() - 2..] == [grid.y as u64, grid.x as u64];
             if !dims_ok || n < plane as u64 {
                 return Err(self.invalid(
                     &flat,
-                    format!(
-                        "mask shape {:?} does not end in the grid {}×{}",
-                        info.shape, grid.y, grid.x
-                    ),
+                    format!("mask shape {:?} does not end in the grid {}×{}", info.shape, grid.y, grid.x),
                 ));
             }
             (flat, 0)
         } else if let Some(info) = self.arrays.get("wetmask") {
-            let lev_axis = info
-                .dims
-                .as_ref()
-                .and_then(|d| d.iter().position(|n| LEV.contains(&n.as_str())))
-                .unwrap_or(0);
-            let ok = info.shape.len() >= 3
-                && info.shape[info.shape.len() - 2..] == [grid.y as u64, grid.x as u64];
+            let lev_axis =
+                info.dims.as_ref().and_then(|d| d.iter().position(|n| LEV.contains(&n.as_str()))).unwrap_or(0);
+            let ok = info.shape.len() >= 3 && info.shape[info.shape.len() - 2..] == [grid.y as u64, grid.x as u64];
             if !ok || (k as u64) >= info.shape[lev_axis] {
                 return Err(self.invalid(
                     "wetmask",
-                    format!(
-                        "shape {:?} has no level {k} on the grid {}×{}",
-                        info.shape, grid.y, grid.x
-                    ),
+                    format!("shape {:?} has no level {k} on the grid {}×{}", info.shape, grid.y, grid.x),
                 ));
             }
             if info.shape.len() == 4 && lev_axis != 1 {
@@ -743,16 +622,11 @@ impl Om4Store {
             return Err(Error::Invalid {
                 store: self.root.clone(),
                 array: flat,
-                reason: format!(
-                    "no land mask for channel {channel:?} (looked for mask_{k} and wetmask)"
-                ),
+                reason: format!("no land mask for channel {channel:?} (looked for mask_{k} and wetmask)"),
             });
         };
         let values = self.read_coord(&name)?;
-        Ok(values[offset..offset + plane]
-            .iter()
-            .map(|&v| v != 0.0 && !v.is_nan())
-            .collect())
+        Ok(values[offset..offset + plane].iter().map(|&v| v != 0.0 && !v.is_nan()).collect())
     }
 }
 
@@ -769,9 +643,7 @@ impl StatsStore {
     /// # Errors
     /// As [`Om4Store::open`].
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
-        Ok(Self {
-            store: Om4Store::open(root)?,
-        })
+        Ok(Self { store: Om4Store::open(root)? })
     }
 
     /// One value per channel of `set`, in order.
@@ -795,8 +667,7 @@ impl StatsStore {
             };
             let n: u64 = info.shape.iter().product();
             let scalar = n == 1 && *name == ch.name;
-            let vector =
-                info.shape.len() == 1 && *name != ch.name && (*index as u64) < info.shape[0];
+            let vector = info.shape.len() == 1 && *name != ch.name && (*index as u64) < info.shape[0];
             if !(scalar || vector) {
                 continue;
             }
@@ -810,11 +681,7 @@ impl StatsStore {
         Err(Error::UnknownChannel {
             store: s.root.clone(),
             channel: ch.name.clone(),
-            reason: format!(
-                "no statistic (looked for a scalar {:?} or a level vector {:?})",
-                ch.name,
-                ch.var()
-            ),
+            reason: format!("no statistic (looked for a scalar {:?} or a level vector {:?})", ch.name, ch.var()),
         })
     }
 }

@@ -2,6 +2,9 @@
 //! five-day `time` axis from 1958-01-03 12:00, smooth plausible fields with NaN land that grows with
 //! depth, land masks, and matching means/stds stores. Deterministic from a seed.
 
+// Region lists name one range per dimension; a 1-D array's list has one range.
+#![allow(clippy::single_range_in_vec_init)]
+
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -13,13 +16,13 @@ use crate::zarr::{ArrayWriter, Values};
 
 /// OM4 level centres (m).
 pub const LEV: [f64; 19] = [
-    2.5, 10.0, 22.5, 40.0, 65.0, 105.0, 165.0, 250.0, 375.0, 550.0, 775.0, 1050.0, 1400.0, 1850.0,
-    2400.0, 3100.0, 4000.0, 5000.0, 6000.0,
+    2.5, 10.0, 22.5, 40.0, 65.0, 105.0, 165.0, 250.0, 375.0, 550.0, 775.0, 1050.0, 1400.0, 1850.0, 2400.0, 3100.0,
+    4000.0, 5000.0, 6000.0,
 ];
 /// OM4 level thicknesses (m).
 pub const DZ: [f64; 19] = [
-    5.0, 10.0, 15.0, 20.0, 30.0, 50.0, 70.0, 100.0, 150.0, 200.0, 250.0, 300.0, 400.0, 500.0,
-    600.0, 800.0, 1000.0, 1000.0, 1000.0,
+    5.0, 10.0, 15.0, 20.0, 30.0, 50.0, 70.0, 100.0, 150.0, 200.0, 250.0, 300.0, 400.0, 500.0, 600.0, 800.0, 1000.0,
+    1000.0, 1000.0,
 ];
 /// Variables with a level axis, in Samudra's prognostic order.
 pub const DEPTH_VARS: [&str; 4] = ["uo", "vo", "thetao", "so"];
@@ -129,11 +132,7 @@ pub struct SynthPaths {
 impl SynthPaths {
     /// The paths `synthesize` writes under `dir`.
     pub fn under(dir: &Path) -> Self {
-        Self {
-            data: dir.join("OM4.zarr"),
-            means: dir.join("OM4_means.zarr"),
-            stds: dir.join("OM4_stds.zarr"),
-        }
+        Self { data: dir.join("OM4.zarr"), means: dir.join("OM4_means.zarr"), stds: dir.join("OM4_stds.zarr") }
     }
 }
 
@@ -175,8 +174,7 @@ impl Field {
     /// Ocean at level `k`: continents grow with depth, polar caps are land.
     fn wet(&self, k: usize, y: usize, x: usize) -> bool {
         let (lat, lon) = (self.lat(y).to_radians(), self.lon(x).to_radians());
-        let continents =
-            (2.0 * lon).sin() * lat.cos() + 0.4 * (3.0 * lat).cos() + 0.3 * (lon + 1.0).cos();
+        let continents = (2.0 * lon).sin() * lat.cos() + 0.4 * (3.0 * lat).cos() + 0.3 * (lon + 1.0).cos();
         let threshold = 0.9 - 0.06 * k as f64;
         continents < threshold && self.lat(y).abs() < 84.0 - k as f64
     }
@@ -187,14 +185,8 @@ impl Field {
         let depth = LEV[k.min(18)];
         let decay = (-depth / 800.0).exp();
         match var {
-            "thetao" => (
-                2.0 + 26.0 * lat.cos().powi(2) * decay,
-                1.5 * decay * lat.sin(),
-            ),
-            "so" => (
-                34.6 + 0.8 * lat.cos() * decay - 0.3 * (2.0 * lon).sin() * decay,
-                0.1 * decay,
-            ),
+            "thetao" => (2.0 + 26.0 * lat.cos().powi(2) * decay, 1.5 * decay * lat.sin()),
+            "so" => (34.6 + 0.8 * lat.cos() * decay - 0.3 * (2.0 * lon).sin() * decay, 0.1 * decay),
             "uo" => (0.2 * (3.0 * lat).cos() * decay, 0.05 * decay),
             "vo" => (0.05 * (2.0 * lon).sin() * lat.cos() * decay, 0.02 * decay),
             "zos" => (0.6 * lat.cos() - 0.4, 0.1 * lat.sin()),
@@ -228,9 +220,7 @@ fn codecs_v3(codec: SynthCodec) -> Vec<Value> {
         SynthCodec::BloscZstd => out.push(blosc("zstd", 3, "shuffle")),
         SynthCodec::BloscBlosclz => out.push(blosc("blosclz", 5, "bitshuffle")),
         SynthCodec::BloscZlib => out.push(blosc("zlib", 5, "noshuffle")),
-        SynthCodec::Zstd => {
-            out.push(json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}}))
-        }
+        SynthCodec::Zstd => out.push(json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}})),
         SynthCodec::Gzip => out.push(json!({"name": "gzip", "configuration": {"level": 5}})),
     }
     out
@@ -255,30 +245,20 @@ struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     fn new(root: PathBuf, cfg: &'a SynthConfig) -> Result<Self> {
-        let err = |e: std::io::Error| Error::Write {
-            path: root.clone(),
-            reason: e.to_string(),
-        };
+        let err = |e: std::io::Error| Error::Write { path: root.clone(), reason: e.to_string() };
         if root.exists() {
             std::fs::remove_dir_all(&root).map_err(err)?;
         }
         std::fs::create_dir_all(&root).map_err(err)?;
-        let w = Self {
-            root: root.clone(),
-            cfg,
-            consolidated: serde_json::Map::new(),
-        };
+        let w = Self { root: root.clone(), cfg, consolidated: serde_json::Map::new() };
         match cfg.format {
             SynthFormat::V2 => {
                 std::fs::write(root.join(".zgroup"), r#"{"zarr_format": 2}"#).map_err(err)?;
                 std::fs::write(root.join(".zattrs"), "{}").map_err(err)?;
             }
             SynthFormat::V3 => {
-                std::fs::write(
-                    root.join("zarr.json"),
-                    r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
-                )
-                .map_err(err)?;
+                std::fs::write(root.join("zarr.json"), r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#)
+                    .map_err(err)?;
             }
         }
         Ok(w)
@@ -290,11 +270,7 @@ impl<'a> Writer<'a> {
             "bool" => json!(false),
             _ => json!(0),
         };
-        let codec = if spec.compressed {
-            self.cfg.codec
-        } else {
-            SynthCodec::None
-        };
+        let codec = if spec.compressed { self.cfg.codec } else { SynthCodec::None };
         let files: Vec<(&str, String)> = match self.cfg.format {
             SynthFormat::V2 => {
                 let dtype = match spec.dtype {
@@ -310,22 +286,12 @@ impl<'a> Writer<'a> {
                 });
                 let mut attrs = spec.attrs.as_object().cloned().unwrap_or_default();
                 attrs.insert("_ARRAY_DIMENSIONS".into(), json!(spec.dims));
-                self.consolidated
-                    .insert(format!("{}/.zarray", spec.name), zarray.clone());
-                self.consolidated.insert(
-                    format!("{}/.zattrs", spec.name),
-                    Value::Object(attrs.clone()),
-                );
-                vec![
-                    (".zarray", zarray.to_string()),
-                    (".zattrs", Value::Object(attrs).to_string()),
-                ]
+                self.consolidated.insert(format!("{}/.zarray", spec.name), zarray.clone());
+                self.consolidated.insert(format!("{}/.zattrs", spec.name), Value::Object(attrs.clone()));
+                vec![(".zarray", zarray.to_string()), (".zattrs", Value::Object(attrs).to_string())]
             }
             SynthFormat::V3 => {
-                let sharded = self
-                    .cfg
-                    .shard
-                    .filter(|_| spec.shape.len() >= 3 && spec.dims[0] == "time");
+                let sharded = self.cfg.shard.filter(|_| spec.shape.len() >= 3 && spec.dims[0] == "time");
                 let (grid_chunks, codecs) = match sharded {
                     Some(shard) => {
                         let mut outer = spec.chunks.clone();
@@ -347,10 +313,8 @@ impl<'a> Writer<'a> {
                 vec![("zarr.json", zarr_json.to_string())]
             }
         };
-        ArrayWriter::create(&self.root, &spec.name, &files).map_err(|e| Error::Write {
-            path: self.root.join(&spec.name),
-            reason: e.to_string(),
-        })
+        ArrayWriter::create(&self.root, &spec.name, &files)
+            .map_err(|e| Error::Write { path: self.root.join(&spec.name), reason: e.to_string() })
     }
 
     fn write(
@@ -359,10 +323,7 @@ impl<'a> Writer<'a> {
         ranges_values: impl FnOnce(&ArrayWriter) -> std::result::Result<(), crate::error::BoxError>,
     ) -> Result<()> {
         let writer = self.create(&spec)?;
-        ranges_values(&writer).map_err(|e| Error::Write {
-            path: self.root.join(&spec.name),
-            reason: e.to_string(),
-        })
+        ranges_values(&writer).map_err(|e| Error::Write { path: self.root.join(&spec.name), reason: e.to_string() })
     }
 
     fn finish(self) -> Result<()> {
@@ -371,12 +332,8 @@ impl<'a> Writer<'a> {
             meta.insert(".zgroup".into(), json!({"zarr_format": 2}));
             meta.insert(".zattrs".into(), json!({}));
             let doc = json!({"zarr_consolidated_format": 1, "metadata": meta});
-            std::fs::write(self.root.join(".zmetadata"), doc.to_string()).map_err(|e| {
-                Error::Write {
-                    path: self.root.join(".zmetadata"),
-                    reason: e.to_string(),
-                }
-            })?;
+            std::fs::write(self.root.join(".zmetadata"), doc.to_string())
+                .map_err(|e| Error::Write { path: self.root.join(".zmetadata"), reason: e.to_string() })?;
         }
         Ok(())
     }
@@ -408,11 +365,7 @@ impl Moments {
 ///
 /// # Errors
 /// [`Error::Request`] for an impossible configuration; [`Error::Write`] when a file cannot be written.
-pub fn synthesize(
-    dir: &Path,
-    cfg: &SynthConfig,
-    mut progress: impl FnMut(usize, usize),
-) -> Result<SynthPaths> {
+pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize, usize)) -> Result<SynthPaths> {
     let bad = |reason: String| Error::Request { reason };
     if cfg.ny == 0 || cfg.nx == 0 || cfg.times == 0 || cfg.time_chunk == 0 {
         return Err(bad("grid, times and time_chunk must be positive".into()));
@@ -420,36 +373,19 @@ pub fn synthesize(
     if cfg.levels == 0 || cfg.levels > 19 {
         return Err(bad(format!("levels must be 1..=19, not {}", cfg.levels)));
     }
-    if let Some(shard) = cfg.shard {
-        if cfg.format != SynthFormat::V3 || shard == 0 || shard % cfg.time_chunk != 0 {
-            return Err(bad(
-                "sharding needs Zarr v3 and a shard that is a multiple of time_chunk".into(),
-            ));
-        }
+    if let Some(shard) = cfg.shard
+        && (cfg.format != SynthFormat::V3 || shard == 0 || !shard.is_multiple_of(cfg.time_chunk))
+    {
+        return Err(bad("sharding needs Zarr v3 and a shard that is a multiple of time_chunk".into()));
     }
     let paths = SynthPaths::under(dir);
     let (ny, nx, nt, nl) = (cfg.ny as u64, cfg.nx as u64, cfg.times, cfg.levels);
     let plane = cfg.ny * cfg.nx;
-    let field = Field {
-        ny: cfg.ny,
-        nx: cfg.nx,
-    };
-    let wet: Vec<Vec<bool>> = (0..nl)
-        .map(|k| {
-            (0..plane)
-                .map(|i| field.wet(k, i / cfg.nx, i % cfg.nx))
-                .collect()
-        })
-        .collect();
+    let field = Field { ny: cfg.ny, nx: cfg.nx };
+    let wet: Vec<Vec<bool>> =
+        (0..nl).map(|k| (0..plane).map(|i| field.wet(k, i / cfg.nx, i % cfg.nx)).collect()).collect();
     let mut w = Writer::new(paths.data.clone(), cfg)?;
-    let total = DEPTH_VARS.len()
-        * if cfg.layout == SynthLayout::Flat {
-            nl
-        } else {
-            1
-        }
-        + SURFACE_VARS.len()
-        + 4;
+    let total = DEPTH_VARS.len() * if cfg.layout == SynthLayout::Flat { nl } else { 1 } + SURFACE_VARS.len() + 4;
     let mut done = 0;
     let mut tick = |progress: &mut dyn FnMut(usize, usize)| {
         done += 1;
@@ -540,27 +476,17 @@ pub fn synthesize(
 
     // Data. Blocks of whole chunks (or shards) along time, about 64 MB each.
     let step = cfg.shard.unwrap_or(cfg.time_chunk);
-    let levels_per_array = if cfg.layout == SynthLayout::Compact {
-        nl
-    } else {
-        1
-    };
+    let levels_per_array = if cfg.layout == SynthLayout::Compact { nl } else { 1 };
     let per_step = step * plane * levels_per_array * 4;
     let block = step * (64 << 20) / per_step.max(1);
     let block = block.max(step);
     let mut stats: Vec<(String, String, usize, Option<usize>, Moments)> = Vec::new(); // (channel, var, level index, level, moments)
-    let gen_block = |var: &str,
-                     var_id: u64,
-                     levels: &[usize],
-                     t0: usize,
-                     t1: usize|
-     -> (Vec<f32>, Vec<Moments>) {
+    let gen_block = |var: &str, var_id: u64, levels: &[usize], t0: usize, t1: usize| -> (Vec<f32>, Vec<Moments>) {
         let bases: Vec<(Vec<f64>, Vec<f64>)> = levels
             .iter()
             .map(|&k| {
-                let (m, a): (Vec<f64>, Vec<f64>) = (0..plane)
-                    .map(|i| field.base(var, k, i / cfg.nx, i % cfg.nx))
-                    .unzip();
+                let (m, a): (Vec<f64>, Vec<f64>) =
+                    (0..plane).map(|i| field.base(var, k, i / cfg.nx, i % cfg.nx)).unzip();
                 (m, a)
             })
             .collect();
@@ -573,9 +499,7 @@ pub fn synthesize(
                 let t = t0 + dt;
                 let season = (2.0 * std::f64::consts::PI * t as f64 / 73.0).sin();
                 let mut m = vec![Moments::default(); nlv];
-                for (li, (&k, plane_out)) in
-                    levels.iter().zip(chunk.chunks_exact_mut(plane)).enumerate()
-                {
+                for (li, (&k, plane_out)) in levels.iter().zip(chunk.chunks_exact_mut(plane)).enumerate() {
                     let (mean, amp) = &bases[li];
                     let mask_k = if DEPTH_VARS.contains(&var) { k } else { 0 };
                     for (i, v) in plane_out.iter_mut().enumerate() {
@@ -583,13 +507,8 @@ pub fn synthesize(
                             *v = f32::NAN;
                             continue;
                         }
-                        let n = noise(
-                            cfg.seed,
-                            (var_id << 40) ^ ((k as u64) << 32) ^ t as u64,
-                            i as u64,
-                        );
-                        let x = (mean[i] + amp[i] * season) as f32
-                            + n * (0.02 * amp[i].abs() as f32 + 1e-3);
+                        let n = noise(cfg.seed, (var_id << 40) ^ ((k as u64) << 32) ^ t as u64, i as u64);
+                        let x = (mean[i] + amp[i] * season) as f32 + n * (0.02 * amp[i].abs() as f32 + 1e-3);
                         *v = x;
                         m[li].n += 1.0;
                         m[li].sum += f64::from(x);
@@ -609,63 +528,42 @@ pub fn synthesize(
     };
 
     let data_attrs = |var: &str| json!({"long_name": var});
-    let write_var = |w: &mut Writer<'_>,
-                     name: String,
-                     var: &str,
-                     levels: Vec<usize>,
-                     compact: bool|
-     -> Result<Vec<Moments>> {
-        // The noise depends on the variable, level, time and cell only, so every layout, format and
-        // codec of one seed holds the same values.
-        let id = DEPTH_VARS
-            .iter()
-            .chain(&SURFACE_VARS)
-            .position(|v| *v == var)
-            .unwrap_or(0) as u64
-            + 1;
-        let (shape, chunks, dims) = if compact {
-            (
-                vec![nt as u64, nl as u64, ny, nx],
-                vec![cfg.time_chunk as u64, nl as u64, ny, nx],
-                vec!["time", "lev", "y", "x"],
-            )
-        } else {
-            (
-                vec![nt as u64, ny, nx],
-                vec![cfg.time_chunk as u64, ny, nx],
-                vec!["time", "y", "x"],
-            )
-        };
-        let mut moments = vec![Moments::default(); levels.len()];
-        let spec = Spec {
-            name,
-            shape,
-            chunks,
-            dtype: "float32",
-            dims,
-            attrs: data_attrs(var),
-            compressed: true,
-        };
-        w.write(spec, |a| {
-            let mut t0 = 0;
-            while t0 < nt {
-                let t1 = (t0 + block).min(nt);
-                let (values, m) = gen_block(var, id, &levels, t0, t1);
-                for (acc, x) in moments.iter_mut().zip(m) {
-                    acc.add(x);
+    let write_var =
+        |w: &mut Writer<'_>, name: String, var: &str, levels: Vec<usize>, compact: bool| -> Result<Vec<Moments>> {
+            // The noise depends on the variable, level, time and cell only, so every layout, format and
+            // codec of one seed holds the same values.
+            let id = DEPTH_VARS.iter().chain(&SURFACE_VARS).position(|v| *v == var).unwrap_or(0) as u64 + 1;
+            let (shape, chunks, dims) = if compact {
+                (
+                    vec![nt as u64, nl as u64, ny, nx],
+                    vec![cfg.time_chunk as u64, nl as u64, ny, nx],
+                    vec!["time", "lev", "y", "x"],
+                )
+            } else {
+                (vec![nt as u64, ny, nx], vec![cfg.time_chunk as u64, ny, nx], vec!["time", "y", "x"])
+            };
+            let mut moments = vec![Moments::default(); levels.len()];
+            let spec = Spec { name, shape, chunks, dtype: "float32", dims, attrs: data_attrs(var), compressed: true };
+            w.write(spec, |a| {
+                let mut t0 = 0;
+                while t0 < nt {
+                    let t1 = (t0 + block).min(nt);
+                    let (values, m) = gen_block(var, id, &levels, t0, t1);
+                    for (acc, x) in moments.iter_mut().zip(m) {
+                        acc.add(x);
+                    }
+                    let ranges: Vec<std::ops::Range<u64>> = if compact {
+                        vec![t0 as u64..t1 as u64, 0..nl as u64, 0..ny, 0..nx]
+                    } else {
+                        vec![t0 as u64..t1 as u64, 0..ny, 0..nx]
+                    };
+                    a.write(&ranges, Values::F32(&values))?;
+                    t0 = t1;
                 }
-                let ranges: Vec<std::ops::Range<u64>> = if compact {
-                    vec![t0 as u64..t1 as u64, 0..nl as u64, 0..ny, 0..nx]
-                } else {
-                    vec![t0 as u64..t1 as u64, 0..ny, 0..nx]
-                };
-                a.write(&ranges, Values::F32(&values))?;
-                t0 = t1;
-            }
-            Ok(())
-        })?;
-        Ok(moments)
-    };
+                Ok(())
+            })?;
+            Ok(moments)
+        };
     for var in DEPTH_VARS {
         match cfg.layout {
             SynthLayout::Flat => {
@@ -695,11 +593,7 @@ pub fn synthesize(
     for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
         let mut sw = Writer::new(path.clone(), cfg)?;
         let value = |m: &Moments| {
-            if pick == 0 {
-                m.mean_std().0
-            } else {
-                m.mean_std().1
-            }
+            if pick == 0 { m.mean_std().0 } else { m.mean_std().1 }
         };
         match cfg.layout {
             SynthLayout::Flat => {
@@ -721,11 +615,7 @@ pub fn synthesize(
             }
             SynthLayout::Compact => {
                 for var in DEPTH_VARS {
-                    let v: Vec<f32> = stats
-                        .iter()
-                        .filter(|s| s.1 == var)
-                        .map(|s| value(&s.4))
-                        .collect();
+                    let v: Vec<f32> = stats.iter().filter(|s| s.1 == var).map(|s| value(&s.4)).collect();
                     sw.write(
                         Spec {
                             name: var.into(),

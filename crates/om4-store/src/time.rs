@@ -70,13 +70,11 @@ impl Calendar {
             Self::Day360 => 360 * y,
             Self::Gregorian => 365 * y + y.div_euclid(4) - y.div_euclid(100) + y.div_euclid(400),
         };
-        let before_month: i64 = (1..month)
-            .map(|m| i64::from(self.month_days(year, m)))
-            .sum();
+        let before_month: i64 = (1..month).map(|m| i64::from(self.month_days(year, m))).sum();
         before_year + before_month + i64::from(day) - 1
     }
 
-    fn from_ordinal(self, mut days: i64) -> (i64, u32, u32) {
+    fn date_of(self, mut days: i64) -> (i64, u32, u32) {
         // Walk from an estimate; exact for all four calendars.
         let mut year = days.div_euclid(366) + 1;
         while self.ordinal(year + 1, 1, 1) <= days {
@@ -108,15 +106,9 @@ pub struct Instant {
 impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let whole = self.days.floor();
-        let (y, m, d) = self.calendar.from_ordinal(whole as i64);
+        let (y, m, d) = self.calendar.date_of(whole as i64);
         let secs = ((self.days - whole) * 86_400.0).round() as i64;
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60
-        )
+        write!(f, "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
     }
 }
 
@@ -140,14 +132,10 @@ pub fn parse_date(text: &str, calendar: Calendar) -> Result<f64, String> {
     let month: u32 = m.parse().map_err(|_| bad())?;
     let day: u32 = d.parse().map_err(|_| bad())?;
     if !(1..=12).contains(&month) || day == 0 || day > calendar.month_days(year, month) {
-        return Err(format!(
-            "{text:?} does not exist in the {calendar:?} calendar"
-        ));
+        return Err(format!("{text:?} does not exist in the {calendar:?} calendar"));
     }
     if calendar == Calendar::Gregorian && (year, month, day) < (1582, 10, 15) {
-        return Err(format!(
-            "{text:?} is before 1582-10-15, where the standard calendar is not proleptic"
-        ));
+        return Err(format!("{text:?} is before 1582-10-15, where the standard calendar is not proleptic"));
     }
     let mut seconds = 0.0;
     if !time.is_empty() {
@@ -158,10 +146,7 @@ pub fn parse_date(text: &str, calendar: Calendar) -> Result<f64, String> {
         }
         let h: f64 = hms[0].parse().map_err(|_| bad())?;
         let mi: f64 = hms[1].parse().map_err(|_| bad())?;
-        let s: f64 = hms
-            .get(2)
-            .map_or(Ok(0.0), |s| s.parse())
-            .map_err(|_| bad())?;
+        let s: f64 = hms.get(2).map_or(Ok(0.0), |s| s.parse()).map_err(|_| bad())?;
         seconds = h * 3600.0 + mi * 60.0 + s;
     }
     Ok(calendar.ordinal(year, month, day) as f64 + seconds / 86_400.0)
@@ -181,22 +166,14 @@ pub struct TimeAxis {
 impl TimeAxis {
     /// An axis of plain positions (no `time` coordinate, or one without CF units).
     pub fn positions(raw: Vec<f64>) -> Self {
-        Self {
-            raw,
-            instants: None,
-            units: None,
-        }
+        Self { raw, instants: None, units: None }
     }
 
     /// Decodes raw values with CF `units` and `calendar` (default `standard`).
     ///
     /// # Errors
     /// A message for unknown units or calendars, and for non-increasing or repeated times.
-    pub fn decode(
-        raw: Vec<f64>,
-        units: Option<&str>,
-        calendar: Option<&str>,
-    ) -> Result<Self, String> {
+    pub fn decode(raw: Vec<f64>, units: Option<&str>, calendar: Option<&str>) -> Result<Self, String> {
         if let Some(i) = raw.windows(2).position(|w| w[1] <= w[0] || w[0].is_nan()) {
             return Err(format!(
                 "time values must increase strictly, but position {} holds {} after {}",
@@ -209,11 +186,9 @@ impl TimeAxis {
             return Ok(Self::positions(raw));
         };
         let cal_name = calendar.unwrap_or("standard");
-        let cal = Calendar::parse(cal_name)
-            .ok_or_else(|| format!("unsupported calendar {cal_name:?}"))?;
-        let (unit, since) = units
-            .split_once(" since ")
-            .ok_or_else(|| format!("units {units:?} are not \"<unit> since <date>\""))?;
+        let cal = Calendar::parse(cal_name).ok_or_else(|| format!("unsupported calendar {cal_name:?}"))?;
+        let (unit, since) =
+            units.split_once(" since ").ok_or_else(|| format!("units {units:?} are not \"<unit> since <date>\""))?;
         let scale = match unit.trim().to_ascii_lowercase().as_str() {
             "days" | "day" | "d" => 1.0,
             "hours" | "hour" | "h" => 1.0 / 24.0,
@@ -222,18 +197,8 @@ impl TimeAxis {
             other => return Err(format!("unsupported time unit {other:?}")),
         };
         let origin = parse_date(since, cal)?;
-        let instants = raw
-            .iter()
-            .map(|&v| Instant {
-                days: origin + v * scale,
-                calendar: cal,
-            })
-            .collect();
-        Ok(Self {
-            raw,
-            instants: Some(instants),
-            units: Some(units.to_string()),
-        })
+        let instants = raw.iter().map(|&v| Instant { days: origin + v * scale, calendar: cal }).collect();
+        Ok(Self { raw, instants: Some(instants), units: Some(units.to_string()) })
     }
 
     /// Number of time steps.
@@ -248,10 +213,7 @@ impl TimeAxis {
 
     /// Calendar, when decoded.
     pub fn calendar(&self) -> Option<Calendar> {
-        self.instants
-            .as_ref()
-            .and_then(|i| i.first())
-            .map(|i| i.calendar)
+        self.instants.as_ref().and_then(|i| i.first()).map(|i| i.calendar)
     }
 
     /// Rows whose time lies in `[start, end)`; an absent bound is open.
@@ -270,9 +232,7 @@ impl TimeAxis {
         let lo = start.map(|s| parse_date(s, cal)).transpose()?;
         let hi = end.map(|s| parse_date(s, cal)).transpose()?;
         let first = lo.map_or(0, |lo| instants.partition_point(|i| i.days < lo));
-        let last = hi.map_or(instants.len(), |hi| {
-            instants.partition_point(|i| i.days < hi)
-        });
+        let last = hi.map_or(instants.len(), |hi| instants.partition_point(|i| i.days < hi));
         Ok(first..last.max(first))
     }
 }
@@ -290,40 +250,20 @@ mod tests {
     #[test]
     fn samudra_splits_on_noleap_axis() {
         let t = om4_axis();
-        assert_eq!(
-            t.instants.as_ref().unwrap()[0].to_string(),
-            "1958-01-03 12:00:00"
-        );
-        assert_eq!(
-            t.instants.as_ref().unwrap()[4744].to_string(),
-            "2022-12-29 12:00:00"
-        );
-        assert_eq!(
-            t.select(Some("1975-01-03"), Some("2013-10-05")).unwrap(),
-            1241..4070
-        );
-        assert_eq!(
-            t.select(Some("2013-10-05"), Some("2014-10-05")).unwrap(),
-            4070..4143
-        );
-        assert_eq!(
-            t.select(Some("2014-10-10"), Some("2022-12-24")).unwrap(),
-            4144..4743
-        );
+        assert_eq!(t.instants.as_ref().unwrap()[0].to_string(), "1958-01-03 12:00:00");
+        assert_eq!(t.instants.as_ref().unwrap()[4744].to_string(), "2022-12-29 12:00:00");
+        assert_eq!(t.select(Some("1975-01-03"), Some("2013-10-05")).unwrap(), 1241..4070);
+        assert_eq!(t.select(Some("2013-10-05"), Some("2014-10-05")).unwrap(), 4070..4143);
+        assert_eq!(t.select(Some("2014-10-10"), Some("2022-12-24")).unwrap(), 4144..4743);
         assert_eq!(t.select(None, None).unwrap(), 0..4745);
         assert_eq!(t.select(Some("2030-01-01"), None).unwrap(), 4745..4745);
     }
 
     #[test]
     fn calendars_round_trip() {
-        for cal in [
-            Calendar::NoLeap,
-            Calendar::AllLeap,
-            Calendar::Day360,
-            Calendar::Gregorian,
-        ] {
+        for cal in [Calendar::NoLeap, Calendar::AllLeap, Calendar::Day360, Calendar::Gregorian] {
             for days in [577_000i64, 700_000, 730_000, 740_000] {
-                let (y, m, d) = cal.from_ordinal(days);
+                let (y, m, d) = cal.date_of(days);
                 assert_eq!(cal.ordinal(y, m, d), days, "{cal:?}");
             }
         }
@@ -343,9 +283,7 @@ mod tests {
         assert!(TimeAxis::decode(vec![0.0, 1.0, 1.0], None, None).is_err());
         assert!(TimeAxis::decode(vec![2.0, 1.0], None, None).is_err());
         assert!(TimeAxis::decode(vec![0.0], Some("fortnights since 2000-01-01"), None).is_err());
-        assert!(
-            TimeAxis::decode(vec![0.0], Some("days since 2000-01-01"), Some("julian")).is_err()
-        );
+        assert!(TimeAxis::decode(vec![0.0], Some("days since 2000-01-01"), Some("julian")).is_err());
         let plain = TimeAxis::decode(vec![0.0, 1.0], None, None).unwrap();
         assert!(plain.select(Some("2000-01-01"), None).is_err());
     }

@@ -9,9 +9,7 @@ use unsafe_cell_slice::UnsafeCellSlice;
 use zarrs::array::{Array, ArrayBytesFixedDisjointView, ArraySubset, CodecOptions};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::store::MemoryStore;
-use zarrs::storage::{
-    ListableStorageTraits, ReadableStorageTraits, StoreKey, WritableStorageTraits,
-};
+use zarrs::storage::{ListableStorageTraits, ReadableStorageTraits, StoreKey, WritableStorageTraits};
 
 use crate::error::BoxError;
 
@@ -38,9 +36,7 @@ pub(crate) struct ZarrArray {
 
 impl std::fmt::Debug for ZarrArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZarrArray")
-            .field("shape", &self.array.shape())
-            .finish_non_exhaustive()
+        f.debug_struct("ZarrArray").field("shape", &self.array.shape()).finish_non_exhaustive()
     }
 }
 
@@ -58,9 +54,7 @@ impl Store {
 impl ZarrArray {
     /// Opens array `name` (a name discovered in the store root, never a user path).
     pub(crate) fn open(store: &Store, name: &str) -> Result<Self, BoxError> {
-        Ok(Self {
-            array: Array::open(store.0.clone(), &format!("/{name}"))?,
-        })
+        Ok(Self { array: Array::open(store.0.clone(), &format!("/{name}"))? })
     }
 
     /// Reads the whole array as `f64`, whatever its numeric or boolean dtype.
@@ -69,11 +63,7 @@ impl ZarrArray {
         let opts = CodecOptions::default();
         macro_rules! read_as {
             ($t:ty) => {
-                self.array
-                    .retrieve_array_subset_opt::<Vec<$t>>(&subset, &opts)?
-                    .into_iter()
-                    .map(|v| v as f64)
-                    .collect()
+                self.array.retrieve_array_subset_opt::<Vec<$t>>(&subset, &opts)?.into_iter().map(|v| v as f64).collect()
             };
         }
         Ok(match dtype {
@@ -121,19 +111,11 @@ impl Run<'_> {
 /// the current rayon pool. Runs must cover disjoint output planes; this is checked.
 ///
 /// On error returns the index of a failed run. When this returns, no thread writes `out`.
-pub(crate) fn read_runs_into(
-    runs: &[Run<'_>],
-    out: &mut [f32],
-    ny: u64,
-    nx: u64,
-) -> Result<(), (usize, BoxError)> {
+pub(crate) fn read_runs_into(runs: &[Run<'_>], out: &mut [f32], ny: u64, nx: u64) -> Result<(), (usize, BoxError)> {
     let plane = (ny * nx) as usize;
     let total = (out.len() / plane.max(1)) as u64;
-    let mut spans: Vec<(u64, u64, usize)> = runs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.slot, r.slot + r.planes(), i))
-        .collect();
+    let mut spans: Vec<(u64, u64, usize)> =
+        runs.iter().enumerate().map(|(i, r)| (r.slot, r.slot + r.planes(), i)).collect();
     spans.sort_unstable();
     for w in spans.windows(2) {
         if w[1].0 < w[0].1 {
@@ -141,10 +123,7 @@ pub(crate) fn read_runs_into(
         }
     }
     if let Some(&(_, end, i)) = spans.iter().find(|s| s.1 > total) {
-        return Err((
-            i,
-            format!("run ends at plane {end} of a {total}-plane buffer").into(),
-        ));
+        return Err((i, format!("run ends at plane {end} of a {total}-plane buffer").into()));
     }
     let cell = UnsafeCellSlice::new(bytemuck::cast_slice_mut::<f32, u8>(out));
     // Destination shapes per axis order: the view must have the array's rank, and a run's planes
@@ -155,11 +134,9 @@ pub(crate) fn read_runs_into(
     runs.par_iter().enumerate().try_for_each(|(i, run)| {
         let n = run.planes();
         let (src, dst, shape): (Vec<Range<u64>>, Vec<Range<u64>>, &[u64]) = match run.axes {
-            Axes::TimeYX => (
-                vec![run.row..run.row + 1, 0..ny, 0..nx],
-                vec![run.slot..run.slot + 1, 0..ny, 0..nx],
-                &shape3,
-            ),
+            Axes::TimeYX => {
+                (vec![run.row..run.row + 1, 0..ny, 0..nx], vec![run.slot..run.slot + 1, 0..ny, 0..nx], &shape3)
+            }
             Axes::TimeLevYX => (
                 vec![run.row..run.row + 1, run.levels.clone(), 0..ny, 0..nx],
                 vec![0..1, run.slot..run.slot + n, 0..ny, 0..nx],
@@ -173,17 +150,11 @@ pub(crate) fn read_runs_into(
         };
         // SAFETY: the output planes of all runs were checked above to be pairwise disjoint and in
         // bounds, so no two views made from `cell` overlap; `out` outlives this parallel loop.
-        let mut view = unsafe {
-            ArrayBytesFixedDisjointView::new(cell, 4, shape, ArraySubset::new_with_ranges(&dst))
-        }
-        .map_err(|e| (i, BoxError::from(e)))?;
+        let mut view = unsafe { ArrayBytesFixedDisjointView::new(cell, 4, shape, ArraySubset::new_with_ranges(&dst)) }
+            .map_err(|e| (i, BoxError::from(e)))?;
         run.array
             .array
-            .retrieve_array_subset_into_opt(
-                &ArraySubset::new_with_ranges(&src),
-                (&mut view).into(),
-                &single_thread(),
-            )
+            .retrieve_array_subset_into_opt(&ArraySubset::new_with_ranges(&src), (&mut view).into(), &single_thread())
             .map_err(|e| (i, BoxError::from(e)))
     })
 }
@@ -206,26 +177,15 @@ pub(crate) enum Values<'a> {
 
 impl ArrayWriter {
     /// Creates array `name` under `root` from its metadata files (`(file name, content)`).
-    pub(crate) fn create(
-        root: &Path,
-        name: &str,
-        files: &[(&str, String)],
-    ) -> Result<Self, BoxError> {
+    pub(crate) fn create(root: &Path, name: &str, files: &[(&str, String)]) -> Result<Self, BoxError> {
         let mem = Arc::new(MemoryStore::new());
         std::fs::create_dir_all(root.join(name))?;
         for (file, content) in files {
             std::fs::write(root.join(name).join(file), content)?;
-            mem.set(
-                &StoreKey::new(format!("{name}/{file}"))?,
-                content.clone().into_bytes().into(),
-            )?;
+            mem.set(&StoreKey::new(format!("{name}/{file}"))?, content.clone().into_bytes().into())?;
         }
         let array = Array::open(mem.clone(), &format!("/{name}"))?;
-        Ok(Self {
-            mem,
-            array,
-            root: root.to_path_buf(),
-        })
+        Ok(Self { mem, array, root: root.to_path_buf() })
     }
 
     /// Encodes `values` into the region `ranges` and writes the chunks to disk.

@@ -5,10 +5,7 @@ mod common;
 use std::sync::OnceLock;
 
 use common::bits;
-use om4_store::{
-    Om4Store, ReadPool, SynthCodec, SynthConfig, SynthFormat, SynthLayout, channel_names,
-    synthesize,
-};
+use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthFormat, SynthLayout, channel_names, synthesize};
 use proptest::prelude::*;
 
 struct Fixture {
@@ -20,31 +17,11 @@ fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let base = SynthConfig {
-            ny: 5,
-            nx: 8,
-            times: 9,
-            levels: 4,
-            consolidated: false,
-            ..SynthConfig::default()
-        };
+        let base = SynthConfig { ny: 5, nx: 8, times: 9, levels: 4, consolidated: false, ..SynthConfig::default() };
         let cfgs = [
-            SynthConfig {
-                codec: SynthCodec::BloscLz4,
-                time_chunk: 2,
-                ..base.clone()
-            },
-            SynthConfig {
-                layout: SynthLayout::Compact,
-                codec: SynthCodec::Zstd,
-                ..base.clone()
-            },
-            SynthConfig {
-                format: SynthFormat::V3,
-                shard: Some(3),
-                layout: SynthLayout::Compact,
-                ..base
-            },
+            SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
+            SynthConfig { layout: SynthLayout::Compact, codec: SynthCodec::Zstd, ..base.clone() },
+            SynthConfig { format: SynthFormat::V3, shard: Some(3), layout: SynthLayout::Compact, ..base },
         ];
         let stores = cfgs
             .iter()

@@ -5,8 +5,7 @@ mod common;
 
 use common::{bits, edit_json, make, read_all, small};
 use om4_store::{
-    Error, Om4Store, ReadPool, Selection, StatsStore, SynthCodec, SynthConfig, SynthFormat,
-    SynthLayout, channel_names,
+    Error, Om4Store, ReadPool, Selection, StatsStore, SynthCodec, SynthConfig, SynthFormat, SynthLayout, channel_names,
 };
 
 #[test]
@@ -57,11 +56,8 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
     for (i, cfg) in variants.iter().enumerate() {
         let paths = make(&dir.path().join(format!("v{i}")), cfg);
         let store = Om4Store::open(&paths.data).unwrap();
-        let expected_layout = if cfg.layout == SynthLayout::Flat {
-            om4_store::Layout::Flat
-        } else {
-            om4_store::Layout::Compact
-        };
+        let expected_layout =
+            if cfg.layout == SynthLayout::Flat { om4_store::Layout::Flat } else { om4_store::Layout::Compact };
         assert_eq!(store.layout(), expected_layout, "{cfg:?}");
         assert_eq!(bits(&read_all(&store, 3)), bits(&expected), "{cfg:?}");
     }
@@ -80,17 +76,13 @@ fn compact_levels_share_one_decode_per_time() {
     // out-of-order levels still read the right planes
     let flat = make(&dir.path().join("flat"), &small(false));
     let flat_store = Om4Store::open(&flat.data).unwrap();
-    let flat_set = flat_store
-        .channels(&["thetao_2", "thetao_0", "zos"])
-        .unwrap();
+    let flat_set = flat_store.channels(&["thetao_2", "thetao_0", "zos"]).unwrap();
     let pool = ReadPool::new(2).unwrap();
     let sel = store.select(None, None).unwrap();
     let mut a = vec![0f32; 2 * 3 * 60];
     let mut b = a.clone();
     store.read_into(&pool, &set, &sel, &[6, 1], &mut a).unwrap();
-    flat_store
-        .read_into(&pool, &flat_set, &sel, &[6, 1], &mut b)
-        .unwrap();
+    flat_store.read_into(&pool, &flat_set, &sel, &[6, 1], &mut b).unwrap();
     assert_eq!(bits(&a), bits(&b));
 }
 
@@ -98,27 +90,14 @@ fn compact_levels_share_one_decode_per_time() {
 fn lev_time_order_reads_like_time_lev() {
     // Rewrite a compact store's thetao as (lev, time, y, x) by transposing its data on disk.
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SynthConfig {
-        codec: SynthCodec::None,
-        ..small(true)
-    };
+    let cfg = SynthConfig { codec: SynthCodec::None, ..small(true) };
     let paths = make(dir.path(), &cfg);
     let store = Om4Store::open(&paths.data).unwrap();
-    let set = store
-        .channels(&["thetao_0", "thetao_1", "thetao_2"])
-        .unwrap();
+    let set = store.channels(&["thetao_0", "thetao_1", "thetao_2"]).unwrap();
     let sel = store.select(None, None).unwrap();
     let pool = ReadPool::new(2).unwrap();
     let mut expected = vec![0f32; 7 * 3 * 60];
-    store
-        .read_into(
-            &pool,
-            &set,
-            &sel,
-            &(0..7).collect::<Vec<_>>(),
-            &mut expected,
-        )
-        .unwrap();
+    store.read_into(&pool, &set, &sel, &(0..7).collect::<Vec<_>>(), &mut expected).unwrap();
     let arr = paths.data.join("thetao");
     for t in 0..7 {
         std::fs::remove_file(arr.join(format!("{t}.0.0.0"))).unwrap();
@@ -134,17 +113,11 @@ fn lev_time_order_reads_like_time_lev() {
         v["shape"] = serde_json::json!([3, 7, 6, 10]);
         v["chunks"] = serde_json::json!([1, 1, 6, 10]);
     });
-    edit_json(&arr.join(".zattrs"), |v| {
-        v["_ARRAY_DIMENSIONS"] = serde_json::json!(["lev", "time", "y", "x"])
-    });
+    edit_json(&arr.join(".zattrs"), |v| v["_ARRAY_DIMENSIONS"] = serde_json::json!(["lev", "time", "y", "x"]));
     let store = Om4Store::open(&paths.data).unwrap();
-    let set = store
-        .channels(&["thetao_0", "thetao_1", "thetao_2"])
-        .unwrap();
+    let set = store.channels(&["thetao_0", "thetao_1", "thetao_2"]).unwrap();
     let mut got = vec![0f32; 7 * 3 * 60];
-    store
-        .read_into(&pool, &set, &sel, &(0..7).collect::<Vec<_>>(), &mut got)
-        .unwrap();
+    store.read_into(&pool, &set, &sel, &(0..7).collect::<Vec<_>>(), &mut got).unwrap();
     assert_eq!(bits(&got), bits(&expected));
 }
 
@@ -154,29 +127,18 @@ fn time_selection_maps_positions_to_rows() {
     let paths = make(dir.path(), &small(false));
     let store = Om4Store::open(&paths.data).unwrap();
     let t = store.time().unwrap();
-    assert_eq!(
-        t.instants.as_ref().unwrap()[0].to_string(),
-        "1958-01-03 12:00:00"
-    );
+    assert_eq!(t.instants.as_ref().unwrap()[0].to_string(), "1958-01-03 12:00:00");
     // steps at Jan 3, 8, 13, 18, 23, 28, Feb 2 (12:00): [Jan 10, Jan 25) holds rows 2..5
-    let sel = store
-        .select(Some("1958-01-10"), Some("1958-01-25"))
-        .unwrap();
+    let sel = store.select(Some("1958-01-10"), Some("1958-01-25")).unwrap();
     assert_eq!(sel.rows, 2..5);
     let set = store.channels(&["zos"]).unwrap();
     let pool = ReadPool::new(1).unwrap();
     let mut by_sel = vec![0f32; 60];
     let mut by_row = vec![0f32; 60];
-    store
-        .read_into(&pool, &set, &sel, &[1], &mut by_sel)
-        .unwrap();
-    store
-        .read_into(&pool, &set, &Selection { rows: 0..7 }, &[3], &mut by_row)
-        .unwrap();
+    store.read_into(&pool, &set, &sel, &[1], &mut by_sel).unwrap();
+    store.read_into(&pool, &set, &Selection { rows: 0..7 }, &[3], &mut by_row).unwrap();
     assert_eq!(bits(&by_sel), bits(&by_row));
-    let err = store
-        .read_into(&pool, &set, &sel, &[3], &mut by_sel)
-        .unwrap_err();
+    let err = store.read_into(&pool, &set, &sel, &[3], &mut by_sel).unwrap_err();
     assert!(matches!(err, Error::Request { .. }), "{err}");
     assert!(store.select(Some("1958-02-30"), None).is_err());
 }
@@ -200,10 +162,7 @@ fn masks_match_land_and_stats_match_data() {
                 }
             }
         }
-        let means = StatsStore::open(&paths.means)
-            .unwrap()
-            .values(&set)
-            .unwrap();
+        let means = StatsStore::open(&paths.means).unwrap().values(&set).unwrap();
         let stds = StatsStore::open(&paths.stds).unwrap().values(&set).unwrap();
         for c in 0..set.len() {
             let vals: Vec<f64> = (0..7)
@@ -212,19 +171,9 @@ fn masks_match_land_and_stats_match_data() {
                 .map(f64::from)
                 .collect();
             let mean = vals.iter().sum::<f64>() / vals.len() as f64;
-            let std =
-                (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / vals.len() as f64).sqrt();
-            assert!(
-                (f64::from(means[c]) - mean).abs() <= 1e-4 * mean.abs().max(1.0),
-                "{} mean",
-                names[c]
-            );
-            assert!(
-                (f64::from(stds[c]) - std).abs() <= 1e-3 * std.max(1e-3),
-                "{} std {} vs {std}",
-                names[c],
-                stds[c]
-            );
+            let std = (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / vals.len() as f64).sqrt();
+            assert!((f64::from(means[c]) - mean).abs() <= 1e-4 * mean.abs().max(1.0), "{} mean", names[c]);
+            assert!((f64::from(stds[c]) - std).abs() <= 1e-3 * std.max(1e-3), "{} std {} vs {std}", names[c], stds[c]);
         }
     }
 }
@@ -232,10 +181,7 @@ fn masks_match_land_and_stats_match_data() {
 #[test]
 fn missing_chunk_reads_nan_and_corrupt_chunk_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SynthConfig {
-        codec: SynthCodec::BloscLz4,
-        ..small(false)
-    };
+    let cfg = SynthConfig { codec: SynthCodec::BloscLz4, ..small(false) };
     let paths = make(dir.path(), &cfg);
     std::fs::remove_file(paths.data.join("zos").join("3.0.0")).unwrap();
     let chunk = paths.data.join("so_1").join("4.0.0");
@@ -265,15 +211,9 @@ fn request_errors_are_errors_not_panics() {
     let sel = store.select(None, None).unwrap();
     let pool = ReadPool::new(2).unwrap();
     let mut short = vec![0f32; 119];
-    assert!(matches!(
-        store.read_into(&pool, &set, &sel, &[0], &mut short),
-        Err(Error::Request { .. })
-    ));
+    assert!(matches!(store.read_into(&pool, &set, &sel, &[0], &mut short), Err(Error::Request { .. })));
     let mut out = vec![0f32; 120];
-    assert!(matches!(
-        store.read_into(&pool, &set, &sel, &[7], &mut out),
-        Err(Error::Request { .. })
-    ));
+    assert!(matches!(store.read_into(&pool, &set, &sel, &[7], &mut out), Err(Error::Request { .. })));
     assert!(matches!(
         store.read_into(&pool, &set, &Selection { rows: 5..9 }, &[0], &mut out),
         Err(Error::Request { .. })
@@ -301,61 +241,39 @@ fn invalid_reason(store: &Om4Store, channels: &[&str]) -> String {
 
 #[test]
 fn validation_rejects_each_bad_array_before_reading() {
-    let (_d, s) =
-        tamper(|root| edit_json(&root.join("zos/.zarray"), |v| v["dtype"] = "<i2".into()));
+    let (_d, s) = tamper(|root| edit_json(&root.join("zos/.zarray"), |v| v["dtype"] = "<i2".into()));
     assert!(invalid_reason(&s, &["zos"]).contains("dtype is int16"));
 
-    let (_d, s) =
-        tamper(|root| edit_json(&root.join("zos/.zarray"), |v| v["dtype"] = "<f8".into()));
+    let (_d, s) = tamper(|root| edit_json(&root.join("zos/.zarray"), |v| v["dtype"] = "<f8".into()));
     assert!(invalid_reason(&s, &["zos"]).contains("float64"));
 
-    let (_d, s) = tamper(|root| {
-        edit_json(&root.join("zos/.zattrs"), |v| {
-            v["scale_factor"] = 0.01.into()
-        })
-    });
+    let (_d, s) = tamper(|root| edit_json(&root.join("zos/.zattrs"), |v| v["scale_factor"] = 0.01.into()));
     assert!(invalid_reason(&s, &["zos"]).contains("scale_factor"));
 
-    let (_d, s) =
-        tamper(|root| edit_json(&root.join("zos/.zattrs"), |v| v["add_offset"] = 10.into()));
+    let (_d, s) = tamper(|root| edit_json(&root.join("zos/.zattrs"), |v| v["add_offset"] = 10.into()));
     assert!(invalid_reason(&s, &["zos"]).contains("add_offset"));
 
-    let (_d, s) = tamper(|root| {
-        edit_json(&root.join("zos/.zattrs"), |v| {
-            v["_FillValue"] = (-9999).into()
-        })
-    });
+    let (_d, s) = tamper(|root| edit_json(&root.join("zos/.zattrs"), |v| v["_FillValue"] = (-9999).into()));
     assert!(invalid_reason(&s, &["zos"]).contains("_FillValue"));
 
-    let (_d, s) = tamper(|root| {
-        edit_json(&root.join("zos/.zattrs"), |v| {
-            v["missing_value"] = 1e20.into()
-        })
-    });
+    let (_d, s) = tamper(|root| edit_json(&root.join("zos/.zattrs"), |v| v["missing_value"] = 1e20.into()));
     assert!(invalid_reason(&s, &["zos"]).contains("missing_value"));
 
-    let (_d, s) =
-        tamper(|root| edit_json(&root.join("zos/.zarray"), |v| v["fill_value"] = 0.0.into()));
+    let (_d, s) = tamper(|root| edit_json(&root.join("zos/.zarray"), |v| v["fill_value"] = 0.0.into()));
     assert!(invalid_reason(&s, &["zos"]).contains("fill value 0"));
 
     let (_d, s) = tamper(|root| {
-        edit_json(&root.join("zos/.zattrs"), |v| {
-            v["_ARRAY_DIMENSIONS"] = serde_json::json!(["x", "y", "time"])
-        })
+        edit_json(&root.join("zos/.zattrs"), |v| v["_ARRAY_DIMENSIONS"] = serde_json::json!(["x", "y", "time"]))
     });
     assert!(invalid_reason(&s, &["zos"]).contains("dimensions"));
 
     let (_d, s) = tamper(|root| {
-        edit_json(&root.join("zos/.zattrs"), |v| {
-            v["_ARRAY_DIMENSIONS"] = serde_json::json!(["time", "lat", "lon"])
-        })
+        edit_json(&root.join("zos/.zattrs"), |v| v["_ARRAY_DIMENSIONS"] = serde_json::json!(["time", "lat", "lon"]))
     });
     assert!(s.channels(&["zos"]).is_ok(), "lat/lon are aliases of y/x");
 
     let (_d, s) = tamper(|root| {
-        edit_json(&root.join("zos/.zarray"), |v| {
-            v["shape"] = serde_json::json!([7, 0, 10])
-        });
+        edit_json(&root.join("zos/.zarray"), |v| v["shape"] = serde_json::json!([7, 0, 10]));
     });
     assert!(invalid_reason(&s, &["zos"]).contains("size 0"));
 
@@ -364,46 +282,22 @@ fn validation_rejects_each_bad_array_before_reading() {
             v["shape"] = serde_json::json!([7, 1, 6, 10]);
             v["chunks"] = serde_json::json!([1, 1, 6, 10]);
         });
-        edit_json(&root.join("zos/.zattrs"), |v| {
-            v["_ARRAY_DIMENSIONS"] = serde_json::json!(["time", "a", "y", "x"])
-        });
+        edit_json(&root.join("zos/.zattrs"), |v| v["_ARRAY_DIMENSIONS"] = serde_json::json!(["time", "a", "y", "x"]));
     });
-    assert!(
-        s.channels(&["zos"]).is_err(),
-        "a 4-D array cannot be a flat channel"
-    );
+    assert!(s.channels(&["zos"]).is_err(), "a 4-D array cannot be a flat channel");
 }
 
 #[test]
 fn grids_must_agree() {
-    let (_d, s) = tamper(|root| {
-        edit_json(&root.join("hfds/.zarray"), |v| {
-            v["shape"] = serde_json::json!([7, 6, 9])
-        })
-    });
+    let (_d, s) = tamper(|root| edit_json(&root.join("hfds/.zarray"), |v| v["shape"] = serde_json::json!([7, 6, 9])));
     match s.channels(&["zos", "hfds"]) {
-        Err(Error::GridMismatch {
-            array,
-            found,
-            expected,
-            ..
-        }) => {
-            assert_eq!(
-                (array.as_str(), found, expected),
-                ("hfds", [7, 6, 9], [7, 6, 10])
-            );
+        Err(Error::GridMismatch { array, found, expected, .. }) => {
+            assert_eq!((array.as_str(), found, expected), ("hfds", [7, 6, 9], [7, 6, 10]));
         }
         other => panic!("expected GridMismatch, got {other:?}"),
     }
-    let (_d, s) = tamper(|root| {
-        edit_json(&root.join("time/.zarray"), |v| {
-            v["shape"] = serde_json::json!([6])
-        })
-    });
-    assert!(matches!(
-        s.channels(&["zos"]),
-        Err(Error::GridMismatch { .. })
-    ));
+    let (_d, s) = tamper(|root| edit_json(&root.join("time/.zarray"), |v| v["shape"] = serde_json::json!([6])));
+    assert!(matches!(s.channels(&["zos"]), Err(Error::GridMismatch { .. })));
 }
 
 #[test]
@@ -411,38 +305,16 @@ fn unknown_derived_and_out_of_range_channels() {
     let dir = tempfile::tempdir().unwrap();
     let paths = make(dir.path(), &small(true));
     let s = Om4Store::open(&paths.data).unwrap();
-    assert!(matches!(
-        s.channels(&["hfds_anomalies"]),
-        Err(Error::DerivedChannel { .. })
-    ));
+    assert!(matches!(s.channels(&["hfds_anomalies"]), Err(Error::DerivedChannel { .. })));
     let msg = s.channels(&["hfds_anomalies"]).unwrap_err().to_string();
-    assert!(
-        msg.contains("derived") && msg.contains("climatology"),
-        "{msg}"
-    );
-    assert!(
-        matches!(s.channels(&["thetao_3"]), Err(Error::Invalid { .. })),
-        "level out of range"
-    );
-    assert!(matches!(
-        s.channels(&["salt_1"]),
-        Err(Error::UnknownChannel { .. })
-    ));
-    for evil in [
-        "../OM4_means.zarr/zos",
-        "/etc/passwd",
-        "..",
-        "zos/../zos",
-        "thetao/../../x_1",
-    ] {
-        assert!(
-            matches!(s.channels(&[evil]), Err(Error::UnknownChannel { .. })),
-            "{evil}"
-        );
+    assert!(msg.contains("derived") && msg.contains("climatology"), "{msg}");
+    assert!(matches!(s.channels(&["thetao_3"]), Err(Error::Invalid { .. })), "level out of range");
+    assert!(matches!(s.channels(&["salt_1"]), Err(Error::UnknownChannel { .. })));
+    for evil in ["../OM4_means.zarr/zos", "/etc/passwd", "..", "zos/../zos", "thetao/../../x_1"] {
+        assert!(matches!(s.channels(&[evil]), Err(Error::UnknownChannel { .. })), "{evil}");
     }
     // a store that holds the derived array reads it like any other
-    let (_d, s) =
-        tamper(|root| std::fs::rename(root.join("hfds"), root.join("hfds_anomalies")).unwrap());
+    let (_d, s) = tamper(|root| std::fs::rename(root.join("hfds"), root.join("hfds_anomalies")).unwrap());
     assert!(s.channels(&["hfds_anomalies"]).is_ok());
 }
 
@@ -456,37 +328,19 @@ fn legacy_flat_names_map_to_levels() {
     assert_eq!(set.channels()[0].array, "so_lev_10_0");
     assert_eq!(set.channels()[1].array, "so_lev_2_5");
     assert!(s.channel_names().contains(&"so_1".to_string()));
-    assert!(matches!(
-        s.channels(&["so_5"]),
-        Err(Error::UnknownChannel { .. })
-    ));
+    assert!(matches!(s.channels(&["so_5"]), Err(Error::UnknownChannel { .. })));
 }
 
 #[test]
 fn bad_time_axis_and_bad_store() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = make(
-        dir.path(),
-        &SynthConfig {
-            codec: SynthCodec::None,
-            ..small(false)
-        },
-    );
+    let paths = make(dir.path(), &SynthConfig { codec: SynthCodec::None, ..small(false) });
     // swap two time values on disk: int64 little-endian, one chunk
     let chunk = paths.data.join("time").join("0");
     let mut bytes = std::fs::read(&chunk).unwrap();
     bytes[8..16].copy_from_slice(&0i64.to_le_bytes());
     std::fs::write(&chunk, bytes).unwrap();
-    assert!(matches!(
-        Om4Store::open(&paths.data),
-        Err(Error::Time { .. })
-    ));
-    assert!(matches!(
-        Om4Store::open(dir.path().join("nope")),
-        Err(Error::Store { .. })
-    ));
-    assert!(matches!(
-        Om4Store::open(dir.path()),
-        Err(Error::Store { .. })
-    ));
+    assert!(matches!(Om4Store::open(&paths.data), Err(Error::Time { .. })));
+    assert!(matches!(Om4Store::open(dir.path().join("nope")), Err(Error::Store { .. })));
+    assert!(matches!(Om4Store::open(dir.path()), Err(Error::Store { .. })));
 }

@@ -27,7 +27,8 @@ fn zarr_python_fixtures_read_bit_for_bit() {
     let dir = data_dir();
     let (shape, expected) = read_npy(&dir.join("expected.npy"));
     assert_eq!(shape, [5, 3, 4, 6]);
-    let cases: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
+    let cases: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
     let stores = cases["stores"].as_array().unwrap();
     assert!(stores.len() >= 15);
     let pool = ReadPool::new(2).unwrap();
@@ -47,7 +48,11 @@ fn zarr_python_fixtures_read_bit_for_bit() {
         store.read_into(&pool, &set, &sel, &[4, 3, 2, 1, 0], &mut rev).unwrap();
         let block = 3 * 24;
         for t in 0..5 {
-            assert_eq!(bits(&rev[t * block..(t + 1) * block]), bits(&expected[(4 - t) * block..(5 - t) * block]), "{name}");
+            assert_eq!(
+                bits(&rev[t * block..(t + 1) * block]),
+                bits(&expected[(4 - t) * block..(5 - t) * block]),
+                "{name}"
+            );
         }
     }
 }

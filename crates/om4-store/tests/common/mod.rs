@@ -11,11 +11,7 @@ pub fn small(layout_compact: bool) -> SynthConfig {
         nx: 10,
         times: 7,
         levels: 3,
-        layout: if layout_compact {
-            om4_store::SynthLayout::Compact
-        } else {
-            om4_store::SynthLayout::Flat
-        },
+        layout: if layout_compact { om4_store::SynthLayout::Compact } else { om4_store::SynthLayout::Flat },
         consolidated: false,
         ..SynthConfig::default()
     }
@@ -32,9 +28,7 @@ pub fn read_all(store: &Om4Store, levels: usize) -> Vec<f32> {
     let sel = store.select(None, None).expect("selection");
     let positions: Vec<usize> = (0..sel.len()).collect();
     let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
-    store
-        .read_into(&ReadPool::new(2).unwrap(), &set, &sel, &positions, &mut out)
-        .expect("read");
+    store.read_into(&ReadPool::new(2).unwrap(), &set, &sel, &positions, &mut out).expect("read");
     out
 }
 
@@ -44,8 +38,7 @@ pub fn bits(v: &[f32]) -> Vec<u32> {
 
 /// Rewrites one JSON metadata file of an array.
 pub fn edit_json(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     f(&mut v);
     std::fs::write(path, v.to_string()).unwrap();
 }

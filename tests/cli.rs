@@ -1,0 +1,113 @@
+//! The `om4` command line on a synthesized store: exit codes, outputs and agreement with the libraries.
+
+use std::path::Path;
+use std::process::Command;
+
+fn om4(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_om4")).args(args).output().expect("run om4")
+}
+
+fn synth(dir: &Path) -> String {
+    let out = om4(&[
+        "synth",
+        dir.to_str().unwrap(),
+        "--ny",
+        "6",
+        "--nx",
+        "12",
+        "--times",
+        "9",
+        "--levels",
+        "3",
+        "--codec",
+        "blosc-lz4",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    dir.join("OM4.zarr").to_str().unwrap().to_string()
+}
+
+#[test]
+fn inspect_validate_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = synth(dir.path());
+    let out = om4(&["inspect", &store, "--json"]);
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["layout"], "flat");
+    assert_eq!(report["channels"].as_array().unwrap().len(), 16);
+    assert_eq!(report["time"]["steps"], 9);
+    assert_eq!(report["time"]["calendar"], "no_leap");
+    assert!(report["problems"].as_array().unwrap().is_empty());
+
+    assert!(om4(&["validate", &store, "--channels", "thetao_2,zos"]).status.success());
+    let bad = om4(&["validate", &store, "--channels", "thetao_2,hfds_anomalies"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("derived"));
+
+    let npy = dir.path().join("p.npy");
+    let out = om4(&["dump", &store, "--channels", "thetao_0,zos", "--times", "0,5,8", "--out", npy.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&npy).unwrap();
+    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    assert_eq!((10 + header_len) % 64, 0);
+    assert!(std::str::from_utf8(&bytes[10..10 + header_len]).unwrap().contains("'shape': (3, 2, 6, 12)"));
+    // the dumped planes equal a library read
+    let s = om4_store::Om4Store::open(&store).unwrap();
+    let set = s.channels(&["thetao_0", "zos"]).unwrap();
+    let mut buf = vec![0f32; 3 * 2 * 72];
+    s.read_into(
+        &om4_store::ReadPool::new(1).unwrap(),
+        &set,
+        &om4_store::Selection { rows: 0..9 },
+        &[0, 5, 8],
+        &mut buf,
+    )
+    .unwrap();
+    let dumped: Vec<u32> =
+        bytes[10 + header_len..].chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(dumped, buf.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+
+    let missing = om4(&["dump", &store, "--channels", "nope", "--times", "0", "--out", npy.to_str().unwrap()]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(om4(&["inspect", "/definitely/not/here"]).status.code(), Some(1));
+}
+
+#[test]
+fn schedule_json_matches_library() {
+    let out = om4(&[
+        "schedule",
+        "--len",
+        "40",
+        "--batch-size",
+        "3",
+        "--seed",
+        "15",
+        "--epoch",
+        "2",
+        "--world-size",
+        "2",
+        "--rank",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got: Vec<Vec<usize>> = serde_json::from_value(v["batches"].clone()).unwrap();
+    let spec = om4_batch::WindowSpec::new(1, 4, 1).unwrap();
+    let space = om4_batch::SampleSpace::single(spec, 40).unwrap();
+    let sched = om4_batch::Schedule::training(3, 15, Some(om4_batch::Ddp { world_size: 2, rank: 1 })).unwrap();
+    assert_eq!(got, sched.epoch(&space.groups(), 2));
+    assert_eq!(om4(&["schedule", "--len", "3"]).status.code(), Some(1), "too short a selection is an error");
+}
+
+#[test]
+fn bench_read_reports_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = synth(dir.path());
+    let out =
+        om4(&["bench", "read", &store, "--steps", "3", "--windows", "2", "--repeats", "2", "--threads", "2", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["channels"], 16);
+    assert!(v["gb_per_s_median"].as_f64().unwrap() > 0.0);
+}
