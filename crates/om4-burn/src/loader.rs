@@ -1,0 +1,320 @@
+//! The prefetching loader: a producer thread reads batch N+1.. into pooled host buffers while the
+//! model computes batch N; with `prefetch_to_device` an upload thread prepares them on the device
+//! too. Batches come out in schedule order; exhaustion, early drop, errors and panics end cleanly.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use burn::tensor::Device;
+use crossbeam_channel::{Receiver, bounded};
+use om4_batch::{BatchPlan, SampleSpace, Schedule};
+use serde::{Deserialize, Serialize};
+
+use crate::buffers::{BufferPool, PooledBuf};
+use crate::error::{Error, Result};
+use crate::prepare::{DevicePreparation, ModelBatch, prepare_batch};
+use crate::source::BatchSource;
+use crate::telemetry::BatchTelemetry;
+
+/// Loader settings, with Samudra's `data.loading` words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoaderConfig {
+    /// Batches read ahead of the consumer (0: read on demand).
+    pub prefetch_batches: usize,
+    /// Threads of the shared read pool.
+    pub max_concurrent_reads: usize,
+    /// Prepare read-ahead batches on the device too (from an upload thread).
+    pub prefetch_to_device: bool,
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        Self { prefetch_batches: 2, max_concurrent_reads: 8, prefetch_to_device: true }
+    }
+}
+
+/// A batch as the consumer receives it.
+#[derive(Debug)]
+pub struct LoadedBatch {
+    /// Sample indices, in schedule order.
+    pub samples: Vec<usize>,
+    /// Model tensors on the loader's device.
+    pub batch: ModelBatch,
+    /// Timings and sizes.
+    pub telemetry: BatchTelemetry,
+}
+
+/// Host planes of one batch, read by the producer.
+struct HostBatch {
+    samples: Vec<usize>,
+    plan: BatchPlan,
+    groups: Vec<PooledBuf>,
+    telemetry: BatchTelemetry,
+}
+
+#[allow(clippy::large_enum_variant)]
+enum Ready {
+    Host(HostBatch),
+    Device(LoadedBatch),
+}
+
+/// Loads the batches of a schedule from a source onto a device.
+pub struct Loader<S: BatchSource> {
+    source: Arc<S>,
+    space: SampleSpace,
+    schedule: Schedule,
+    config: LoaderConfig,
+    device: Device,
+    preparations: Arc<Vec<DevicePreparation>>,
+    buffers: BufferPool,
+}
+
+impl<S: BatchSource> std::fmt::Debug for Loader<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("samples", &self.space.len())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: BatchSource> Loader<S> {
+    /// A loader of `space`'s samples (built over `source.time_len()` positions) in `schedule`'s order.
+    pub fn new(source: Arc<S>, space: SampleSpace, schedule: Schedule, config: LoaderConfig, device: Device) -> Self {
+        let grid = source.grid();
+        let preparations = source.preparations().iter().map(|p| DevicePreparation::new(p, grid, &device)).collect();
+        Self {
+            source,
+            space,
+            schedule,
+            config,
+            device,
+            preparations: Arc::new(preparations),
+            buffers: BufferPool::new(),
+        }
+    }
+
+    /// Batches per epoch (the same on every DDP rank).
+    pub fn len(&self) -> usize {
+        self.schedule.len(&self.space.groups())
+    }
+
+    /// True when an epoch yields nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The host buffer pool (for telemetry and tests).
+    pub fn buffers(&self) -> &BufferPool {
+        &self.buffers
+    }
+
+    /// The device preparations (statistics and masks on the device).
+    pub fn preparations(&self) -> &[DevicePreparation] {
+        &self.preparations
+    }
+
+    /// Starts reading epoch `epoch` (1-based, as Samudra counts).
+    pub fn epoch(&self, epoch: u64) -> EpochIter {
+        let batches = self.schedule.epoch(&self.space.groups(), epoch);
+        let total = batches.len();
+        let depth = self.config.prefetch_batches;
+        let grid = self.source.grid();
+        let source = Arc::clone(&self.source);
+        let space = self.space.clone();
+        let buffers = self.buffers.clone();
+        let mut batches = batches.into_iter().enumerate();
+        // Reads the next batch of the schedule; a panic becomes an error naming the batch.
+        let mut produce = move || -> Option<Result<Ready>> {
+            let (k, indices) = batches.next()?;
+            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, &buffers, indices)));
+            Some(match result {
+                Ok(r) => r.map(Ready::Host),
+                Err(panic) => {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    Err(Error::ProducerPanic { batch: k, message })
+                }
+            })
+        };
+        let mut iter = EpochIter {
+            feed: Feed::Closed,
+            threads: Vec::new(),
+            remaining: total,
+            finished: false,
+            device: self.device.clone(),
+            preparations: Arc::clone(&self.preparations),
+            grid,
+        };
+        if depth == 0 {
+            iter.feed = Feed::Inline(Box::new(produce));
+            return iter;
+        }
+        let (host_tx, host_rx) = bounded::<Result<Ready>>(depth);
+        let reader = std::thread::Builder::new()
+            .name("om4-loader".into())
+            .spawn(move || {
+                while let Some(item) = produce() {
+                    let failed = item.is_err();
+                    if host_tx.send(item).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .expect("spawning the loader thread");
+        iter.threads.push(reader);
+        iter.feed = Feed::Channel(if self.config.prefetch_to_device {
+            let (dev_tx, dev_rx) = bounded::<Result<Ready>>(1);
+            let device = self.device.clone();
+            let preps = Arc::clone(&self.preparations);
+            let uploader = std::thread::Builder::new()
+                .name("om4-upload".into())
+                .spawn(move || {
+                    for item in host_rx {
+                        let item = item.map(|r| match r {
+                            Ready::Host(h) => Ready::Device(to_device(h, &preps, grid, &device)),
+                            device_ready => device_ready,
+                        });
+                        let failed = item.is_err();
+                        if dev_tx.send(item).is_err() || failed {
+                            return;
+                        }
+                    }
+                })
+                .expect("spawning the upload thread");
+            iter.threads.push(uploader);
+            dev_rx
+        } else {
+            host_rx
+        });
+        iter
+    }
+}
+
+fn read_batch<S: BatchSource + ?Sized>(
+    source: &S,
+    space: &SampleSpace,
+    buffers: &BufferPool,
+    indices: Vec<usize>,
+) -> Result<HostBatch> {
+    let _span = tracing::debug_span!("om4_batch_read", samples = indices.len()).entered();
+    let t0 = Instant::now();
+    let samples = space.samples(&indices)?;
+    let plan = BatchPlan::new(&samples, &source.roles(), &source.channels())?;
+    let plane = source.grid().plane();
+    let mut groups = Vec::with_capacity(plan.groups().len());
+    for g in plan.groups() {
+        let mut buf = buffers.acquire(g.planes() * plane);
+        source.read_group(g, &mut buf)?; // on error `buf` drops back into the pool
+        groups.push(buf);
+    }
+    let planes = plan.planes();
+    let telemetry = BatchTelemetry {
+        read: t0.elapsed(),
+        bytes: (planes.unique * plane * 4) as u64,
+        planes,
+        ..BatchTelemetry::default()
+    };
+    Ok(HostBatch { samples: indices, plan, groups, telemetry })
+}
+
+fn to_device(host: HostBatch, preps: &[DevicePreparation], grid: om4_batch::Grid, device: &Device) -> LoadedBatch {
+    let _span = tracing::debug_span!("om4_batch_prepare").entered();
+    let t0 = Instant::now();
+    let views: Vec<&[f32]> = host.groups.iter().map(|g| &g[..]).collect();
+    let batch = prepare_batch(&host.plan, &views, preps, grid, device);
+    // On the CPU backend the tensors own copies now; the host buffers go back to the pool.
+    drop(views);
+    drop(host.groups);
+    LoadedBatch { samples: host.samples, batch, telemetry: BatchTelemetry { prepare: t0.elapsed(), ..host.telemetry } }
+}
+
+/// Where an epoch's batches come from: the prefetch threads, or (prefetch 0) the consumer's own thread.
+enum Feed {
+    Channel(Receiver<Result<Ready>>),
+    Inline(Box<dyn FnMut() -> Option<Result<Ready>> + Send>),
+    Closed,
+}
+
+/// The batches of one epoch, in schedule order. Dropping it stops the threads and returns every
+/// buffer to the pool.
+pub struct EpochIter {
+    feed: Feed,
+    threads: Vec<JoinHandle<()>>,
+    remaining: usize,
+    finished: bool,
+    device: Device,
+    preparations: Arc<Vec<DevicePreparation>>,
+    grid: om4_batch::Grid,
+}
+
+impl std::fmt::Debug for EpochIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EpochIter").field("remaining", &self.remaining).finish_non_exhaustive()
+    }
+}
+
+impl EpochIter {
+    /// Batches not yet yielded.
+    pub fn remaining(&self) -> usize {
+        self.remaining
+    }
+}
+
+impl Iterator for EpochIter {
+    type Item = Result<LoadedBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        let t0 = Instant::now();
+        let received = match &mut self.feed {
+            Feed::Channel(rx) => rx.recv().ok(),
+            Feed::Inline(produce) => produce(),
+            Feed::Closed => None,
+        };
+        let wait: Duration = t0.elapsed();
+        match received {
+            Some(Ok(Ready::Device(mut b))) => {
+                self.remaining -= 1;
+                b.telemetry.wait = wait;
+                Some(Ok(b))
+            }
+            Some(Ok(Ready::Host(h))) => {
+                self.remaining -= 1;
+                let mut b = to_device(h, &self.preparations, self.grid, &self.device);
+                b.telemetry.wait = wait;
+                Some(Ok(b))
+            }
+            Some(Err(e)) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+            None => {
+                self.finished = true;
+                None
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.remaining))
+    }
+}
+
+impl Drop for EpochIter {
+    fn drop(&mut self) {
+        // Disconnect first so blocked senders return, then join: no thread outlives the iterator.
+        self.feed = Feed::Closed;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

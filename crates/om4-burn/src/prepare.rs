@@ -1,0 +1,124 @@
+//! Device-side preparation: each group buffer goes to the device once, each unique plane is
+//! normalized and masked once with tensor ops, then `select` gathers the model batch.
+
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use om4_batch::{BatchPlan, Grid, NormOrder, Preparation, Role};
+
+/// One rollout step of a model batch on a device.
+#[derive(Debug, Clone)]
+pub struct StepTensors {
+    /// `(B, (h+1)·(C_prog + C_bound), Y, X)`, time-major: `[prog(t0) | prog(t1) | … | bound(t0) | …]`.
+    pub input: Tensor<4>,
+    /// `(B, (h+1)·C_prog, Y, X)`.
+    pub label: Tensor<4>,
+}
+
+/// A model batch on a device: every rollout step.
+#[derive(Debug, Clone)]
+pub struct ModelBatch {
+    /// Samples.
+    pub batch: usize,
+    /// One entry per rollout step.
+    pub steps: Vec<StepTensors>,
+}
+
+/// One source's statistics and land mask, on a device.
+#[derive(Debug, Clone)]
+pub struct DevicePreparation {
+    mean: Tensor<4>,
+    std: Tensor<4>,
+    land: Tensor<4, Bool>,
+    order: NormOrder,
+    fill: f32,
+    channels: usize,
+}
+
+impl DevicePreparation {
+    /// Uploads a host preparation.
+    pub fn new(prep: &Preparation, grid: Grid, device: &Device) -> Self {
+        let c = prep.channels();
+        let land: Vec<bool> = prep.mask().as_slice().iter().map(|w| !w).collect();
+        Self {
+            mean: Tensor::from_data(TensorData::new(prep.mean().to_vec(), [1, c, 1, 1]), device),
+            std: Tensor::from_data(TensorData::new(prep.std().to_vec(), [1, c, 1, 1]), device),
+            land: Tensor::from_data(TensorData::new(land, [1, c, grid.y, grid.x]), device),
+            order: prep.order(),
+            fill: prep.fill(),
+            channels: c,
+        }
+    }
+
+    /// `torch.nan_to_num(x, nan=0)`: NaN → 0, ±inf → ±f32::MAX.
+    fn nan_to_num(x: Tensor<4>) -> Tensor<4> {
+        let nan = x.clone().is_nan();
+        x.mask_fill(nan, 0.0).clamp(f32::MIN, f32::MAX)
+    }
+
+    /// Normalizes and masks a `(T, C, Y, X)` tensor of raw planes, each plane once.
+    pub fn apply(&self, x: Tensor<4>) -> Tensor<4> {
+        let shape = x.shape();
+        let land = self.land.clone().expand(shape.clone());
+        match self.order {
+            NormOrder::NormalizeThenMask => {
+                let y = Self::nan_to_num((x - self.mean.clone()) / self.std.clone());
+                y.mask_fill(land, self.fill)
+            }
+            NormOrder::MaskThenNormalize => {
+                let x = x.mask_fill(land, self.fill);
+                Self::nan_to_num((x - self.mean.clone()) / self.std.clone())
+            }
+        }
+    }
+}
+
+/// Uploads the plan's group buffers, prepares them on `device` and gathers the model batch.
+/// `preparations[s]` belongs to source `s`.
+pub fn prepare_batch(
+    plan: &BatchPlan,
+    groups: &[&[f32]],
+    preparations: &[DevicePreparation],
+    grid: Grid,
+    device: &Device,
+) -> ModelBatch {
+    let prepared: Vec<Tensor<4>> = plan
+        .groups()
+        .iter()
+        .zip(groups)
+        .map(|(g, buf)| {
+            let prep = &preparations[g.source];
+            debug_assert_eq!(prep.channels, g.channels);
+            let raw = Tensor::<4>::from_data(
+                TensorData::new(buf.to_vec(), [g.times.len(), g.channels, grid.y, grid.x]),
+                device,
+            );
+            prep.apply(raw)
+        })
+        .collect();
+    let (b, states) = (plan.batch(), plan.states());
+    let gather = |role: Role, step: usize| -> Option<Tensor<4>> {
+        let rows = plan.rows(role)?;
+        let idx: Vec<i64> = (0..b)
+            .flat_map(|s| (0..states).map(move |j| rows.rows[(s * plan.steps() + step) * states + j] as i64))
+            .collect();
+        let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [b * states]), device);
+        let c = plan.groups()[rows.group].channels;
+        Some(prepared[rows.group].clone().select(0, idx).reshape([b, states * c, grid.y, grid.x]))
+    };
+    let steps = (0..plan.steps())
+        .map(|k| {
+            let prog = gather(Role::Input, k).expect("input role");
+            let input = match gather(Role::Boundary, k) {
+                Some(bound) => Tensor::cat(vec![prog, bound], 1),
+                None => prog,
+            };
+            StepTensors { input, label: gather(Role::Label, k).expect("label role") }
+        })
+        .collect();
+    ModelBatch { batch: b, steps }
+}
+
+/// The label mask `(1, (h+1)·C_prog, Y, X)` (prognostic mask repeated per state), 1 on ocean.
+pub fn label_mask(prognostic: &Preparation, states: usize, grid: Grid, device: &Device) -> Tensor<4> {
+    let wet: Vec<f32> = prognostic.mask().repeat(states).as_slice().iter().map(|&w| f32::from(u8::from(w))).collect();
+    Tensor::from_data(TensorData::new(wet, [1, states * prognostic.channels(), grid.y, grid.x]), device)
+}

@@ -1,0 +1,149 @@
+//! What the loader reads from: an OM4 store split (time selection), its channels, statistics and masks.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use om4_batch::{Grid, NormOrder, Preparation, ReadGroup, Roles};
+use om4_store::{ChannelSet, Om4Store, ReadPool, Selection, StatsStore};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Where a batch's planes come from. [`Om4Source`] is the real one; tests wrap it to inject
+/// latency, errors and panics.
+pub trait BatchSource: Send + Sync + 'static {
+    /// Plane size.
+    fn grid(&self) -> Grid;
+    /// Time positions in the selection.
+    fn time_len(&self) -> usize;
+    /// Channels of each source id (prognostic 0, boundary 1).
+    fn channels(&self) -> Vec<usize>;
+    /// Which source feeds which role.
+    fn roles(&self) -> Roles;
+    /// Preparation (statistics, mask, order) of each source id.
+    fn preparations(&self) -> &[Preparation];
+    /// Fills `out`, laid out `(group.times, channels, y, x)`, with the group's raw planes.
+    ///
+    /// # Errors
+    /// Whatever the read reports; `out` may then be partly written.
+    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> Result<()>;
+}
+
+/// Data settings with Samudra's words: store paths, channels, normalization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    /// `OM4.zarr`.
+    pub data: PathBuf,
+    /// `OM4_means.zarr`.
+    pub means: PathBuf,
+    /// `OM4_stds.zarr`.
+    pub stds: PathBuf,
+    /// Prognostic channels, in model order (Samudra: `uo_0..18, vo_*, thetao_*, so_*, zos`).
+    pub prognostic: Vec<String>,
+    /// Boundary channels (Samudra: `tauuo, tauvo, hfds`); may be empty.
+    #[serde(default)]
+    pub boundary: Vec<String>,
+    /// Normalize before masking (Samudra's default `true`).
+    #[serde(default = "yes")]
+    pub normalize_before_mask: bool,
+    /// Value of land cells (`masked_fill_value`, default 0).
+    #[serde(default)]
+    pub masked_fill_value: f32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One time split of an OM4 store, validated and ready to read: resolve once, share freely.
+#[derive(Debug, Clone)]
+pub struct Om4Source {
+    store: Arc<Om4Store>,
+    sets: Vec<ChannelSet>,
+    preparations: Vec<Preparation>,
+    selection: Selection,
+    pool: ReadPool,
+}
+
+impl Om4Source {
+    /// Opens the store, validates the channels, loads statistics and masks, and selects
+    /// `[start, end)` (open bounds select everything).
+    ///
+    /// # Errors
+    /// Any store, validation or statistics error; [`Error::Config`] for an empty prognostic list.
+    pub fn open(config: &SourceConfig, start: Option<&str>, end: Option<&str>, pool: ReadPool) -> Result<Self> {
+        if config.prognostic.is_empty() {
+            return Err(Error::Config { field: "prognostic", reason: "at least one channel is needed".into() });
+        }
+        let store = Arc::new(Om4Store::open(&config.data)?);
+        let means = StatsStore::open(&config.means)?;
+        let stds = StatsStore::open(&config.stds)?;
+        let order =
+            if config.normalize_before_mask { NormOrder::NormalizeThenMask } else { NormOrder::MaskThenNormalize };
+        let mut sets = vec![store.channels(&config.prognostic)?];
+        if !config.boundary.is_empty() {
+            sets.push(store.channels(&config.boundary)?);
+        }
+        let preparations = sets
+            .iter()
+            .map(|set| {
+                Ok(Preparation::new(
+                    means.values(set)?,
+                    stds.values(set)?,
+                    store.masks(set)?,
+                    order,
+                    config.masked_fill_value,
+                )?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let selection = match (start, end, store.time()) {
+            (None, None, None) => Selection { rows: 0..sets[0].time_len() },
+            _ => store.select(start, end)?,
+        };
+        Ok(Self { store, sets, preparations, selection, pool })
+    }
+
+    /// The same source over another time range, sharing the open store, channels and pool.
+    ///
+    /// # Errors
+    /// A bad date or a store without a CF time axis.
+    pub fn with_range(&self, start: Option<&str>, end: Option<&str>) -> Result<Self> {
+        let selection = match (start, end, self.store.time()) {
+            (None, None, None) => Selection { rows: 0..self.sets[0].time_len() },
+            _ => self.store.select(start, end)?,
+        };
+        Ok(Self { selection, ..self.clone() })
+    }
+
+    /// The selected physical rows.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Om4Store {
+        &self.store
+    }
+}
+
+impl BatchSource for Om4Source {
+    fn grid(&self) -> Grid {
+        self.sets[0].grid()
+    }
+    fn time_len(&self) -> usize {
+        self.selection.len()
+    }
+    fn channels(&self) -> Vec<usize> {
+        self.sets.iter().map(ChannelSet::len).collect()
+    }
+    fn roles(&self) -> Roles {
+        Roles { input: 0, label: 0, boundary: (self.sets.len() > 1).then_some(1) }
+    }
+    fn preparations(&self) -> &[Preparation] {
+        &self.preparations
+    }
+    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> Result<()> {
+        Ok(self.store.read_into(&self.pool, &self.sets[group.source], &self.selection, &group.times, out)?)
+    }
+}

@@ -1,0 +1,180 @@
+//! The loader's device batches equal om4-batch's naive host reference bit for bit, come out in
+//! schedule order, and end cleanly on exhaustion, early drop, read errors and producer panics.
+
+mod common;
+
+use std::sync::Arc;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
+use burn::tensor::Device;
+use common::{Faulty, bits, fixture, source, tensor_values};
+use om4_batch::{Preparation, SampleSpace, Schedule, WindowSpec, reference_batch};
+use om4_burn::{BatchSource, Error, Loader, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source};
+use om4_store::{Om4Store, ReadPool, Selection};
+
+/// The naive host path for a batch, reading every plane on its own from the store.
+fn reference(src: &Om4Source, space: &SampleSpace, indices: &[usize]) -> om4_batch::HostBatch {
+    let store: &Om4Store = src.store();
+    let cfg_names: Vec<Vec<String>> = vec![
+        (0..9).map(|c| om4_store::channel_names(2)[c].clone()).collect(),
+        (9..12).map(|c| om4_store::channel_names(2)[c].clone()).collect(),
+    ];
+    let sets: Vec<_> = cfg_names.iter().map(|n| store.channels(n).unwrap()).collect();
+    let pool = ReadPool::new(1).unwrap();
+    let sel: Selection = src.selection().clone();
+    let preps: Vec<&Preparation> = src.preparations().iter().collect();
+    let samples = space.samples(indices).unwrap();
+    reference_batch(
+        &samples,
+        &src.roles(),
+        &preps,
+        src.grid(),
+        |s, t, c, out: &mut [f32]| -> Result<(), om4_batch::Error> {
+            let one = store.channels(&[&sets[s].channels()[c].name]).unwrap();
+            store.read_into(&pool, &one, &sel, &[t], out).unwrap();
+            Ok(())
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn device_batches_equal_host_reference_bit_for_bit() {
+    for normalize_first in [true, false] {
+        let f = fixture(normalize_first);
+        let src = source(&f);
+        for history in [0, 1] {
+            for steps in [1, 2] {
+                for stride in [1, 2] {
+                    let spec = WindowSpec::new(history, steps, stride).unwrap();
+                    let space = SampleSpace::single(spec, src.time_len()).unwrap();
+                    let schedule = Schedule::training(3, 7, None).unwrap();
+                    for (prefetch, to_device) in [(2, true), (2, false), (0, false)] {
+                        let config = LoaderConfig {
+                            prefetch_batches: prefetch,
+                            max_concurrent_reads: 2,
+                            prefetch_to_device: to_device,
+                        };
+                        let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
+                        let expected_order = schedule.epoch(&space.groups(), 1);
+                        let mut n = 0;
+                        for (k, batch) in loader.epoch(1).enumerate() {
+                            let batch = batch.unwrap();
+                            assert_eq!(batch.samples, expected_order[k], "schedule order");
+                            let host = reference(&src, &space, &batch.samples);
+                            for (dev, hst) in batch.batch.steps.iter().zip(&host.steps) {
+                                assert_eq!(
+                                    bits(&tensor_values(dev.input.clone())),
+                                    bits(&hst.input),
+                                    "input h{history} k{steps} s{stride} norm-first {normalize_first}"
+                                );
+                                assert_eq!(bits(&tensor_values(dev.label.clone())), bits(&hst.label), "label");
+                            }
+                            assert!(batch.telemetry.planes.unique <= batch.telemetry.planes.requested);
+                            n += 1;
+                        }
+                        assert_eq!(n, loader.len());
+                        assert_eq!(loader.buffers().leased(), 0);
+                        assert!(loader.buffers().free() <= 3);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn burn_dataset_and_batcher_give_the_same_batches() {
+    let f = fixture(true);
+    let src = source(&f);
+    let spec = WindowSpec::new(1, 2, 1).unwrap();
+    let space = SampleSpace::single(spec, src.time_len()).unwrap();
+    let dataset = Om4Dataset::new(Arc::clone(&src), space.clone());
+    assert_eq!(dataset.len(), space.len());
+    let batcher = Om4Batcher::new(&*src);
+    let items = dataset.get_many(vec![4, 0, 5]).unwrap();
+    let batch = batcher.batch(items, &Device::flex());
+    let host = reference(&src, &space, &[4, 0, 5]);
+    for (dev, hst) in batch.steps.iter().zip(&host.steps) {
+        assert_eq!(bits(&tensor_values(dev.input.clone())), bits(&hst.input));
+        assert_eq!(bits(&tensor_values(dev.label.clone())), bits(&hst.label));
+    }
+    assert!(dataset.get(0).is_ok());
+}
+
+fn faulty_loader(at: usize, panic: bool, prefetch: usize, to_device: bool) -> (Loader<Faulty>, usize) {
+    let f = fixture(true);
+    let src = source(&f);
+    std::mem::forget(f.dir); // keep the store on disk for the loader's lifetime
+    let spec = WindowSpec::new(1, 1, 1).unwrap();
+    let space = SampleSpace::single(spec, src.time_len()).unwrap();
+    let groups = 2; // prognostic + boundary reads per batch
+    let faulty = Arc::new(Faulty::new(src, at, panic));
+    let config = LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads: 2, prefetch_to_device: to_device };
+    (Loader::new(faulty, space, Schedule::validation(2, 3, None).unwrap(), config, Device::flex()), groups)
+}
+
+#[test]
+fn read_error_at_batch_k_yields_earlier_batches_then_error_then_end() {
+    for (prefetch, to_device) in [(2, true), (2, false), (0, false)] {
+        for panic in [false, true] {
+            let k = 3;
+            let (loader, groups) = faulty_loader(k * 2 + 1, panic, prefetch, to_device);
+            assert_eq!(groups, 2);
+            let mut it = loader.epoch(1);
+            for _ in 0..k {
+                assert!(it.next().unwrap().is_ok());
+            }
+            match it.next() {
+                Some(Err(Error::ProducerPanic { batch, message })) => {
+                    assert!(panic);
+                    assert_eq!(batch, k);
+                    assert!(message.contains("injected panic"));
+                }
+                Some(Err(Error::Config { reason, .. })) => {
+                    assert!(!panic);
+                    assert!(reason.contains("injected failure"));
+                }
+                other => panic!("expected an error at batch {k}, got {other:?}"),
+            }
+            assert!(it.next().is_none());
+            assert!(it.next().is_none());
+            drop(it);
+            assert_eq!(loader.buffers().leased(), 0, "the failed batch's buffers went back");
+        }
+    }
+}
+
+#[test]
+fn early_drop_and_exhaustion_release_everything() {
+    let (loader, _) = faulty_loader(usize::MAX, false, 2, true);
+    let total = loader.len();
+    assert!(total >= 5);
+    // exhaustion
+    assert_eq!(loader.epoch(1).filter(Result::is_ok).count(), total);
+    // drop mid-epoch, with batches queued and a read in flight
+    let mut it = loader.epoch(2);
+    let first = it.next().unwrap().unwrap();
+    drop(it);
+    drop(first);
+    assert_eq!(loader.buffers().leased(), 0);
+    // drop before the first batch is taken
+    drop(loader.epoch(3));
+    assert_eq!(loader.buffers().leased(), 0);
+    assert!(loader.buffers().free() <= 3);
+}
+
+#[test]
+fn epochs_follow_the_schedule_and_differ() {
+    let f = fixture(true);
+    let src = source(&f);
+    let space = SampleSpace::single(WindowSpec::new(1, 1, 1).unwrap(), src.time_len()).unwrap();
+    let schedule = Schedule::training(2, 11, None).unwrap();
+    let loader = Loader::new(src, space.clone(), schedule, LoaderConfig::default(), Device::flex());
+    let e1: Vec<Vec<usize>> = loader.epoch(1).map(|b| b.unwrap().samples).collect();
+    let e2: Vec<Vec<usize>> = loader.epoch(2).map(|b| b.unwrap().samples).collect();
+    assert_eq!(e1, schedule.epoch(&space.groups(), 1));
+    assert_eq!(e2, schedule.epoch(&space.groups(), 2));
+    assert_ne!(e1, e2);
+}

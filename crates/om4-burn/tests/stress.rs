@@ -1,0 +1,61 @@
+//! 1,000 random early drops: no loader thread and no leased buffer survives.
+
+mod common;
+
+use std::sync::Arc;
+
+use burn::tensor::Device;
+use common::{fixture, source};
+use om4_batch::{SampleSpace, Schedule, WindowSpec};
+use om4_burn::{BatchSource, Loader, LoaderConfig};
+
+/// Threads of this process whose name starts with `om4-` (loader, upload; read pools excluded).
+fn loader_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|name| name.starts_with("om4-loader") || name.starts_with("om4-upload"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn thousand_random_early_drops() {
+    let f = fixture(true);
+    let src = source(&f);
+    let space = SampleSpace::single(WindowSpec::new(1, 2, 1).unwrap(), src.time_len()).unwrap();
+    let loaders: Vec<Loader<_>> = [(2, true), (2, false), (1, true), (0, false)]
+        .into_iter()
+        .map(|(p, d)| {
+            let config = LoaderConfig { prefetch_batches: p, max_concurrent_reads: 2, prefetch_to_device: d };
+            Loader::new(
+                Arc::clone(&src),
+                space.clone(),
+                Schedule::training(1, 5, None).unwrap(),
+                config,
+                Device::flex(),
+            )
+        })
+        .collect();
+    let before = loader_threads();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..1000u64 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let loader = &loaders[(state % 4) as usize];
+        let take = (state >> 8) as usize % (loader.len() + 1);
+        let mut it = loader.epoch(i + 1);
+        for _ in 0..take {
+            it.next().expect("batch").expect("ok");
+        }
+        drop(it);
+    }
+    assert_eq!(loader_threads(), before, "a loader thread outlived its iterator");
+    for l in &loaders {
+        assert_eq!(l.buffers().leased(), 0);
+        assert!(l.buffers().free() <= 3);
+    }
+}
