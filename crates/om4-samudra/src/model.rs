@@ -1,0 +1,282 @@
+//! Samudra: a dilated ConvNeXt U-Net with circular longitude padding.
+//!
+//! Blocks: `skip + body`, body = pad → k×k conv (a → a·u, dilation d) → norm → CappedGELU → pad →
+//! k×k conv (a·u → a·u, d) → norm → CappedGELU → 1×1 conv (a·u → b); skip is the identity or a
+//! 1×1 conv when widths differ. Before every k×k conv the block pads `d` cells: circular along
+//! longitude (x), zeros along latitude (y). Four down blocks with dilations [1, 2, 4, 8], each
+//! followed by AvgPool2d(2); a middle block; three up blocks (dilations 8, 4, 2); after every ×2
+//! upsample the result is zero-padded (bottom, right) to the skip's size and the skip is added;
+//! a final block (dilation 2); a 3×3 head on a circular pad; land set to 0.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, InstanceNorm, InstanceNormConfig, PaddingConfig2d};
+use burn::tensor::module::{avg_pool2d, interpolate};
+use burn::tensor::ops::{AvgPoolOptions, InterpolateMode, InterpolateOptions};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+/// Normalization inside blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormKind {
+    /// `BatchNorm2d` (affine).
+    Batch,
+    /// `InstanceNorm2d` without affine parameters.
+    Instance,
+    /// No normalization.
+    None,
+}
+
+/// Upsampling between up blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpsampleKind {
+    /// Plain bilinear ×2 (`v1`).
+    Bilinear,
+    /// Circular pad of one column, bilinear ×2, crop two columns each side (`v2`).
+    ZonallyPeriodic,
+}
+
+/// Architecture settings (Samudra's `model` section).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamudraConfig {
+    /// Widths of the four levels (`ch_width`).
+    pub ch_width: [usize; 4],
+    /// Dilations of the four levels.
+    pub dilation: [usize; 4],
+    /// Expansion of the block body (`upscale_factor`), applied to the block's input width.
+    pub upscale: usize,
+    /// Kernel size of the block convolutions.
+    pub kernel_size: usize,
+    /// Normalization.
+    pub norm: NormKind,
+    /// Upsampling.
+    pub upsample: UpsampleKind,
+}
+
+impl SamudraConfig {
+    /// `samudra_om4_v1`: widths [200, 250, 300, 400], expansion 4, batch norm, bilinear upsampling.
+    pub fn v1() -> Self {
+        Self {
+            ch_width: [200, 250, 300, 400],
+            dilation: [1, 2, 4, 8],
+            upscale: 4,
+            kernel_size: 3,
+            norm: NormKind::Batch,
+            upsample: UpsampleKind::Bilinear,
+        }
+    }
+    /// `samudra_om4_v2`: widths [280, 380, 480, 520], expansion 2, batch norm, periodic upsampling.
+    pub fn v2() -> Self {
+        Self { ch_width: [280, 380, 480, 520], upscale: 2, upsample: UpsampleKind::ZonallyPeriodic, ..Self::v1() }
+    }
+    /// `samudra_om4_v2_highres`: as `v2` with instance norm.
+    pub fn v2_highres() -> Self {
+        Self { norm: NormKind::Instance, ..Self::v2() }
+    }
+    /// A small network that trains on a CPU in minutes.
+    pub fn tiny() -> Self {
+        Self { ch_width: [16, 24, 32, 48], upscale: 2, norm: NormKind::Instance, ..Self::v2() }
+    }
+    /// A configuration by name: `v1`, `v2`, `v2_highres`, `tiny`.
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "v1" => Some(Self::v1()),
+            "v2" => Some(Self::v2()),
+            "v2_highres" => Some(Self::v2_highres()),
+            "tiny" => Some(Self::tiny()),
+            _ => None,
+        }
+    }
+
+    /// Builds the network for `inputs` and `outputs` channels on `device`.
+    pub fn init(&self, inputs: usize, outputs: usize, device: &Device) -> Samudra {
+        let k = self.kernel_size;
+        let w = self.ch_width;
+        let widths = [inputs, w[0], w[1], w[2], w[3]];
+        let block = |a: usize, b: usize, d: usize| ConvNextBlock::new(a, b, k, d, self.upscale, self.norm, device);
+        let down = (0..4).map(|i| block(widths[i], widths[i + 1], self.dilation[i])).collect();
+        let middle = block(w[3], w[3], self.dilation[3]);
+        let up = (0..3).map(|i| block(w[3 - i], w[2 - i], self.dilation[3 - i])).collect();
+        let last = block(w[0], w[0], self.dilation[1]);
+        let head = Conv2dConfig::new([w[0], outputs], [3, 3]).with_padding(PaddingConfig2d::Valid).init(device);
+        Samudra { down, middle, up, last, head, periodic_upsample: self.upsample == UpsampleKind::ZonallyPeriodic }
+    }
+}
+
+/// Circular padding of `p` along x (last axis) and zeros along y. Padding wider than the grid
+/// wraps around again (PyTorch refuses that case; it only arises on toy grids).
+pub fn pad_lonlat(x: Tensor<4>, p: usize) -> Tensor<4> {
+    if p == 0 {
+        return x;
+    }
+    let w = x.dims()[3];
+    let device = x.device();
+    let idx: Vec<i64> = (0..w + 2 * p).map(|i| ((i + w * p - p) % w) as i64).collect();
+    let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [w + 2 * p]), &device);
+    x.select(3, idx).pad((0, 0, p, p), burn::tensor::ops::PadMode::Constant(0.0))
+}
+
+/// Trainable parameters, as PyTorch's `sum(p.numel() for p in model.parameters())` counts them:
+/// batch-norm running statistics are state, not parameters.
+pub fn trainable_params<M: Module>(module: &M) -> usize {
+    struct Count {
+        path: Vec<String>,
+        n: usize,
+    }
+    impl ModuleVisitor for Count {
+        fn enter_module(&mut self, name: &str, _container: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _name: &str, _container: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let running = self.path.last().is_some_and(|n| n.starts_with("running_"));
+            if !running {
+                self.n += param.lazy_shape().num_elements();
+            }
+        }
+    }
+    let mut c = Count { path: Vec::new(), n: 0 };
+    module.visit(&mut c);
+    c.n
+}
+
+/// Exact GELU capped at 10.
+pub fn capped_gelu(x: Tensor<4>) -> Tensor<4> {
+    burn::tensor::activation::gelu(x).clamp_max(10.0)
+}
+
+/// The normalization of a block: batch, instance (no affine), or none.
+#[derive(Module, Debug)]
+pub struct Norm {
+    batch: Option<BatchNorm>,
+    instance: Option<InstanceNorm>,
+}
+
+impl Norm {
+    fn new(kind: NormKind, channels: usize, device: &Device) -> Self {
+        Self {
+            batch: (kind == NormKind::Batch).then(|| BatchNormConfig::new(channels).init(device)),
+            instance: (kind == NormKind::Instance)
+                .then(|| InstanceNormConfig::new(channels).with_affine(false).init(device)),
+        }
+    }
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        match (&self.batch, &self.instance) {
+            (Some(n), _) => n.forward(x),
+            (None, Some(n)) => n.forward(x),
+            (None, None) => x,
+        }
+    }
+}
+
+/// One ConvNeXt block.
+#[derive(Module, Debug)]
+pub struct ConvNextBlock {
+    skip: Option<Conv2d>,
+    conv1: Conv2d,
+    norm1: Norm,
+    conv2: Conv2d,
+    norm2: Norm,
+    project: Conv2d,
+    pad: usize,
+}
+
+impl ConvNextBlock {
+    fn new(a: usize, b: usize, k: usize, d: usize, u: usize, norm: NormKind, device: &Device) -> Self {
+        let e = a * u;
+        let conv = |i: usize, o: usize, k: usize, d: usize| {
+            Conv2dConfig::new([i, o], [k, k]).with_dilation([d, d]).with_padding(PaddingConfig2d::Valid).init(device)
+        };
+        Self {
+            skip: (a != b).then(|| conv(a, b, 1, 1)),
+            conv1: conv(a, e, k, d),
+            norm1: Norm::new(norm, e, device),
+            conv2: conv(e, e, k, d),
+            norm2: Norm::new(norm, e, device),
+            project: conv(e, b, 1, 1),
+            pad: d * (k - 1) / 2,
+        }
+    }
+
+    /// `skip(x) + body(x)`.
+    pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let skip = match &self.skip {
+            Some(s) => s.forward(x.clone()),
+            None => x.clone(),
+        };
+        let h = capped_gelu(self.norm1.forward(self.conv1.forward(pad_lonlat(x, self.pad))));
+        let h = capped_gelu(self.norm2.forward(self.conv2.forward(pad_lonlat(h, self.pad))));
+        skip + self.project.forward(h)
+    }
+}
+
+/// The Samudra network.
+#[derive(Module, Debug)]
+pub struct Samudra {
+    down: Vec<ConvNextBlock>,
+    middle: ConvNextBlock,
+    up: Vec<ConvNextBlock>,
+    last: ConvNextBlock,
+    head: Conv2d,
+    periodic_upsample: bool,
+}
+
+impl Samudra {
+    fn upsample(&self, x: Tensor<4>) -> Tensor<4> {
+        let [_, _, h, w] = x.dims();
+        let bilinear = |x: Tensor<4>, size: [usize; 2]| {
+            let mut opts = InterpolateOptions::new(InterpolateMode::Bilinear);
+            opts.align_corners = false;
+            opts.output_size = Some(size);
+            interpolate(x, opts)
+        };
+        if self.periodic_upsample {
+            let [b, c, _, _] = x.dims();
+            let left = x.clone().slice([0..b, 0..c, 0..h, w - 1..w]);
+            let right = x.clone().slice([0..b, 0..c, 0..h, 0..1]);
+            let padded = Tensor::cat(vec![left, x, right], 3);
+            let up = bilinear(padded, [2 * h, 2 * (w + 2)]);
+            up.slice([0..b, 0..c, 0..2 * h, 2..2 * w + 2])
+        } else {
+            bilinear(x, [2 * h, 2 * w])
+        }
+    }
+
+    /// Zero-pads bottom/right to `like`'s size, then adds it.
+    fn add_skip(x: Tensor<4>, skip: Tensor<4>) -> Tensor<4> {
+        let [_, _, h, w] = x.dims();
+        let [_, _, sh, sw] = skip.dims();
+        let x = if (h, w) == (sh, sw) {
+            x
+        } else {
+            x.pad((0, sw.saturating_sub(w), 0, sh.saturating_sub(h)), burn::tensor::ops::PadMode::Constant(0.0))
+        };
+        x + skip
+    }
+
+    /// Predicts `(B, outputs, Y, X)` from `(B, inputs, Y, X)`; cells where `land` is true are 0.
+    pub fn forward(&self, x: Tensor<4>, land: Tensor<4, Bool>) -> Tensor<4> {
+        let mut skips = Vec::with_capacity(4);
+        let mut h = x;
+        for block in &self.down {
+            h = block.forward(h);
+            skips.push(h.clone());
+            h = avg_pool2d(h, AvgPoolOptions::new([2, 2]));
+        }
+        h = self.upsample(self.middle.forward(h));
+        h = Self::add_skip(h, skips[3].clone());
+        for (i, block) in self.up.iter().enumerate() {
+            h = self.upsample(block.forward(h));
+            h = Self::add_skip(h, skips[2 - i].clone());
+        }
+        h = self.last.forward(h);
+        let y = self.head.forward(pad_lonlat(h, 1));
+        let shape = y.shape();
+        y.mask_fill(land.expand(shape), 0.0)
+    }
+}

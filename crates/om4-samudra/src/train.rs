@@ -1,0 +1,495 @@
+//! Autoregressive training of Samudra from om4 batches.
+//!
+//! Step 0 takes the data's prognostic input and boundary forcing; step `s > 0` takes the previous
+//! prediction (all `h + 1` states) plus the true boundary of step `s`. The loss is a masked MSE per
+//! channel (prediction and target masked, mean over all cells), summed over steps, then averaged
+//! over channels. Adam (ε = 1e-8) with gradient-norm clipping at 1.0, a cosine learning rate per
+//! epoch, gradient accumulation, an EMA of the weights (0.999 with warm-up) used for validation
+//! (`steps = 1`), and checkpoints that resume exactly.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::store::ModuleRecord;
+use burn::tensor::{Bool, Device, Tensor, TensorData};
+use om4_batch::{SampleSpace, Schedule, WindowSpec};
+use om4_burn::{BatchSource, BatchTelemetry, EpochSummary, Loader, LoaderConfig, ModelBatch, Om4Source};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Samudra, SamudraConfig};
+
+/// Errors of training.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Data loading failed.
+    #[error(transparent)]
+    Data(#[from] om4_burn::Error),
+    /// Planning failed.
+    #[error(transparent)]
+    Plan(#[from] om4_batch::Error),
+    /// The loss or a gradient is NaN or infinite.
+    #[error("non-finite loss {loss} at epoch {epoch}, batch {batch}: training stopped")]
+    NonFinite {
+        /// Epoch.
+        epoch: usize,
+        /// Batch in the epoch.
+        batch: usize,
+        /// The loss value.
+        loss: f32,
+    },
+    /// Reading or writing a checkpoint failed.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid {field}: {reason}")]
+    Config {
+        /// Field.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// `Result` of training.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Training settings (Samudra's `train`/`experiment` words where they exist).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Epochs.
+    pub epochs: usize,
+    /// Peak learning rate (cosine-annealed per epoch to 0).
+    pub learning_rate: f64,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// History `hist`.
+    pub hist: usize,
+    /// Rollout steps in training.
+    pub steps: usize,
+    /// Stride between states.
+    pub data_stride: usize,
+    /// Micro-batches per optimizer step.
+    pub grad_accumulation: usize,
+    /// Gradient-norm clip.
+    pub grad_clip: f32,
+    /// EMA decay (with warm-up `min(decay, (1+n)/(10+n))`).
+    pub ema_decay: f64,
+    /// Seed of the schedule and of initialization.
+    pub rand_seed: u64,
+    /// Train split `[start, end)`, dates.
+    pub train_time: (Option<String>, Option<String>),
+    /// Validation split `[start, end)`, dates.
+    pub val_time: (Option<String>, Option<String>),
+    /// Loader settings.
+    pub loading: LoaderConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            epochs: 70,
+            learning_rate: 6e-4,
+            batch_size: 4,
+            hist: 1,
+            steps: 4,
+            data_stride: 1,
+            grad_accumulation: 1,
+            grad_clip: 1.0,
+            ema_decay: 0.999,
+            rand_seed: 15,
+            train_time: (None, None),
+            val_time: (None, None),
+            loading: LoaderConfig::default(),
+        }
+    }
+}
+
+/// What one epoch did.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EpochReport {
+    /// Epoch (1-based).
+    pub epoch: usize,
+    /// Mean training loss.
+    pub train_loss: f64,
+    /// Mean validation loss (EMA weights, one step).
+    pub val_loss: f64,
+    /// Training samples per second.
+    pub samples_per_s: f64,
+    /// Median data wait per batch.
+    pub wait_p50: Duration,
+    /// 95th percentile data wait.
+    pub wait_p95: Duration,
+    /// Data wait as a share of the epoch's wall time.
+    pub wait_share: f64,
+    /// Wall time of the epoch (training and validation).
+    pub wall: Duration,
+}
+
+/// Something that maps a model input to a prediction: Samudra, or a stub in tests.
+pub trait Predictor {
+    /// `(B, inputs, Y, X)` → `(B, outputs, Y, X)`.
+    fn predict(&self, input: Tensor<4>) -> Tensor<4>;
+}
+
+/// Samudra with its land mask.
+#[derive(Debug)]
+pub struct Masked<'a> {
+    /// The network.
+    pub model: &'a Samudra,
+    /// True on land, `(1, outputs, Y, X)`.
+    pub land: Tensor<4, Bool>,
+}
+
+impl Predictor for Masked<'_> {
+    fn predict(&self, input: Tensor<4>) -> Tensor<4> {
+        self.model.forward(input, self.land.clone())
+    }
+}
+
+/// Per-channel masked MSE over a rollout, summed over steps: `(outputs,)`.
+///
+/// `prognostic_inputs` is `(h+1)·C_prog`, the prognostic part of each step's input.
+pub fn rollout_loss(
+    model: &impl Predictor,
+    batch: &ModelBatch,
+    label_mask: &Tensor<4>,
+    prognostic_inputs: usize,
+) -> Tensor<1> {
+    let mut total: Option<Tensor<1>> = None;
+    let mut previous: Option<Tensor<4>> = None;
+    for step in &batch.steps {
+        let input = match previous.take() {
+            None => step.input.clone(),
+            Some(pred) => {
+                let [b, c, h, w] = step.input.dims();
+                let boundary = step.input.clone().slice([0..b, prognostic_inputs..c, 0..h, 0..w]);
+                Tensor::cat(vec![pred, boundary], 1)
+            }
+        };
+        let pred = model.predict(input);
+        let mask = label_mask.clone().expand(pred.shape());
+        let diff = pred.clone() * mask.clone() - step.label.clone() * mask;
+        let channels = diff.dims()[1];
+        let per_channel = diff.powi_scalar(2).mean_dim(0).mean_dim(2).mean_dim(3).reshape([channels]);
+        total = Some(match total {
+            None => per_channel,
+            Some(t) => t + per_channel,
+        });
+        previous = Some(pred);
+    }
+    total.expect("a batch has at least one step")
+}
+
+/// Exponential moving average of a model's parameters.
+#[derive(Debug)]
+pub struct Ema {
+    model: Samudra,
+    decay: f64,
+    updates: u64,
+}
+
+struct Collect(HashMap<ParamId, Tensor<1>>);
+impl ModuleVisitor for Collect {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let t = param.val();
+        let n = t.shape().num_elements();
+        self.0.insert(param.id, t.reshape([n]));
+    }
+}
+
+struct Blend<'a> {
+    source: &'a HashMap<ParamId, Tensor<1>>,
+    keep: f64,
+}
+impl ModuleMapper for Blend<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let Some(src) = self.source.get(&param.id).cloned() else { return param };
+        let keep = self.keep;
+        param.map(|t| {
+            let shape = t.shape();
+            t * keep + src.reshape::<D, _>(shape) * (1.0 - keep)
+        })
+    }
+}
+
+impl Ema {
+    /// Starts from a copy of `model` (inference mode).
+    pub fn new(model: &Samudra, decay: f64) -> Self {
+        Self { model: model.valid(), decay, updates: 0 }
+    }
+    /// Blends in `model` after an optimizer step.
+    pub fn update(&mut self, model: &Samudra) {
+        let mut collect = Collect(HashMap::new());
+        model.valid().visit(&mut collect);
+        let keep = self.decay.min((1.0 + self.updates as f64) / (10.0 + self.updates as f64));
+        self.model = self.model.clone().map(&mut Blend { source: &collect.0, keep });
+        self.updates += 1;
+    }
+    /// The averaged model.
+    pub fn model(&self) -> &Samudra {
+        &self.model
+    }
+}
+
+/// Cosine annealing to 0 over `epochs`, stepped once per epoch (epoch 1 uses the peak).
+pub fn cosine_lr(peak: f64, epoch: usize, epochs: usize) -> f64 {
+    let e = (epoch.saturating_sub(1)) as f64;
+    peak * 0.5 * (1.0 + (std::f64::consts::PI * e / epochs.max(1) as f64).cos())
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct State {
+    epoch: usize,
+    ema_updates: u64,
+    config: TrainConfig,
+    model: SamudraConfig,
+}
+
+/// A training run: model, optimizer, EMA and data.
+pub struct Trainer {
+    /// Settings.
+    pub config: TrainConfig,
+    /// Architecture.
+    pub model_config: SamudraConfig,
+    model: Samudra,
+    optim: ModuleOptimizer,
+    ema: Ema,
+    device: Device,
+    train: Loader<Om4Source>,
+    val: Loader<Om4Source>,
+    label_mask: Tensor<4>,
+    land: Tensor<4, Bool>,
+    prognostic_inputs: usize,
+    next_epoch: usize,
+}
+
+impl std::fmt::Debug for Trainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("config", &self.config)
+            .field("next_epoch", &self.next_epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Trainer {
+    /// Builds the model and the train and validation loaders over `source` (autodiff is enabled on `device`).
+    ///
+    /// # Errors
+    /// A split too short for its windows, or a bad configuration.
+    pub fn new(config: TrainConfig, model_config: SamudraConfig, source: &Om4Source, device: Device) -> Result<Self> {
+        if config.batch_size == 0 || config.epochs == 0 || config.grad_accumulation == 0 {
+            return Err(Error::Config {
+                field: "batch_size/epochs/grad_accumulation",
+                reason: "must be at least 1".into(),
+            });
+        }
+        let device = device.autodiff();
+        let states = config.hist + 1;
+        let spec = WindowSpec::new(config.hist, config.steps, config.data_stride)?;
+        let (ts, te) = &config.train_time;
+        let (vs, ve) = &config.val_time;
+        let train_src = Arc::new(source.with_range(ts.as_deref(), te.as_deref())?);
+        let val_src = Arc::new(source.with_range(vs.as_deref(), ve.as_deref())?);
+        let train_space = SampleSpace::single(spec, train_src.time_len())?;
+        let val_space = SampleSpace::single(spec.with_steps(1)?, val_src.time_len())?;
+        let seed = config.rand_seed;
+        let train = Loader::new(
+            Arc::clone(&train_src),
+            train_space,
+            Schedule::training(config.batch_size, seed, None)?,
+            config.loading,
+            device.clone(),
+        );
+        let val = Loader::new(
+            val_src,
+            val_space,
+            Schedule::validation(config.batch_size, seed, None)?,
+            config.loading,
+            device.clone(),
+        );
+        let channels = source.channels();
+        let (c_prog, c_bound) = (channels[0], channels.get(1).copied().unwrap_or(0));
+        let grid = source.grid();
+        let prog = &source.preparations()[0];
+        let label_mask = om4_burn::label_mask(prog, states, grid, &device);
+        let land_values: Vec<bool> = prog.mask().repeat(states).as_slice().iter().map(|w| !w).collect();
+        let land = Tensor::from_data(TensorData::new(land_values, [1, states * c_prog, grid.y, grid.x]), &device);
+        let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);
+        let optim = AdamConfig::new()
+            .with_epsilon(1e-8)
+            .with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(config.grad_clip)))
+            .init();
+        let ema = Ema::new(&model, config.ema_decay);
+        Ok(Self {
+            config,
+            model_config,
+            model,
+            optim,
+            ema,
+            device,
+            train,
+            val,
+            label_mask,
+            land,
+            prognostic_inputs: states * c_prog,
+            next_epoch: 1,
+        })
+    }
+
+    /// The model being trained.
+    pub fn model(&self) -> &Samudra {
+        &self.model
+    }
+    /// The EMA model.
+    pub fn ema(&self) -> &Samudra {
+        self.ema.model()
+    }
+    /// The next epoch to run.
+    pub fn next_epoch(&self) -> usize {
+        self.next_epoch
+    }
+    /// Batches per training epoch.
+    pub fn train_batches(&self) -> usize {
+        self.train.len()
+    }
+    /// The label mask `(1, (h+1)·C_prog, Y, X)`.
+    pub fn label_mask(&self) -> &Tensor<4> {
+        &self.label_mask
+    }
+    /// The land mask of the outputs.
+    pub fn land(&self) -> &Tensor<4, Bool> {
+        &self.land
+    }
+
+    /// Mean loss of one batch's rollout (no gradient), with `model`.
+    pub fn eval_loss(&self, model: &Samudra, batch: &ModelBatch) -> f32 {
+        let m = Masked { model, land: self.land.clone() };
+        let l = rollout_loss(&m, batch, &self.label_mask, self.prognostic_inputs).mean();
+        l.into_scalar::<f32>()
+    }
+
+    /// Runs one training epoch and one validation pass. `on_batch(done, total, loss, telemetry)`
+    /// is called after each training batch.
+    ///
+    /// # Errors
+    /// A data error, or [`Error::NonFinite`] when the loss is NaN or infinite.
+    pub fn run_epoch(&mut self, mut on_batch: impl FnMut(usize, usize, f64, &BatchTelemetry)) -> Result<EpochReport> {
+        let epoch = self.next_epoch;
+        let t0 = Instant::now();
+        let lr = cosine_lr(self.config.learning_rate, epoch, self.config.epochs);
+        let total = self.train.len();
+        let mut accum = GradientsAccumulator::new();
+        let mut pending = 0;
+        let (mut loss_sum, mut samples, mut telemetry) = (0.0f64, 0usize, Vec::with_capacity(total));
+        let micro = self.config.grad_accumulation;
+        for (k, batch) in self.train.epoch(epoch as u64).enumerate() {
+            let batch = batch?;
+            let masked = Masked { model: &self.model, land: self.land.clone() };
+            let loss = rollout_loss(&masked, &batch.batch, &self.label_mask, self.prognostic_inputs).mean();
+            let value = loss.clone().into_scalar::<f32>();
+            if !value.is_finite() {
+                return Err(Error::NonFinite { epoch, batch: k, loss: value });
+            }
+            let grads = GradientsParams::from_grads((loss / micro as f64).backward(), &self.model);
+            accum.accumulate(&self.model, grads);
+            pending += 1;
+            if pending == micro || k + 1 == total {
+                self.model = self.optim.step(lr, self.model.clone(), accum.grads());
+                self.ema.update(&self.model);
+                pending = 0;
+            }
+            loss_sum += f64::from(value);
+            samples += batch.samples.len();
+            telemetry.push(batch.telemetry);
+            on_batch(k + 1, total, loss_sum / (k + 1) as f64, &batch.telemetry);
+        }
+        let train_wall = t0.elapsed();
+        let ema = self.ema.model().clone();
+        let (mut val_sum, mut val_n) = (0.0f64, 0usize);
+        for batch in self.val.epoch(epoch as u64) {
+            let batch = batch?;
+            val_sum += f64::from(self.eval_loss(&ema, &batch.batch));
+            val_n += 1;
+        }
+        let summary = EpochSummary::of(&telemetry);
+        self.next_epoch += 1;
+        Ok(EpochReport {
+            epoch,
+            train_loss: loss_sum / telemetry.len().max(1) as f64,
+            val_loss: if val_n == 0 { f64::NAN } else { val_sum / val_n as f64 },
+            samples_per_s: samples as f64 / train_wall.as_secs_f64(),
+            wait_p50: summary.wait.p50,
+            wait_p95: summary.wait.p95,
+            wait_share: summary.wait.total.as_secs_f64() / train_wall.as_secs_f64(),
+            wall: t0.elapsed(),
+        })
+    }
+
+    /// Saves model, EMA, optimizer and progress under `dir`.
+    ///
+    /// # Errors
+    /// [`Error::Checkpoint`] when a file cannot be written.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let err = |path: &Path, reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+        std::fs::create_dir_all(dir).map_err(|e| err(dir, e.to_string()))?;
+        self.model
+            .clone()
+            .into_record()
+            .save(dir.join("model.bpk"))
+            .map_err(|e| err(&dir.join("model.bpk"), e.to_string()))?;
+        self.ema
+            .model()
+            .clone()
+            .into_record()
+            .save(dir.join("ema.bpk"))
+            .map_err(|e| err(&dir.join("ema.bpk"), e.to_string()))?;
+        self.optim.save(dir.join("optim.bpk")).map_err(|e| err(&dir.join("optim.bpk"), e.to_string()))?;
+        let state = State {
+            epoch: self.next_epoch - 1,
+            ema_updates: self.ema.updates,
+            config: self.config.clone(),
+            model: self.model_config.clone(),
+        };
+        let text = serde_json::to_string_pretty(&state).map_err(|e| err(dir, e.to_string()))?;
+        std::fs::write(dir.join("state.json"), text).map_err(|e| err(&dir.join("state.json"), e.to_string()))
+    }
+
+    /// Restores a checkpoint written by [`save`](Self::save); training continues with the next epoch.
+    ///
+    /// # Errors
+    /// [`Error::Checkpoint`] for missing or mismatched files.
+    pub fn resume(&mut self, dir: &Path) -> Result<()> {
+        let err = |path: &Path, reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+        let text =
+            std::fs::read_to_string(dir.join("state.json")).map_err(|e| err(&dir.join("state.json"), e.to_string()))?;
+        let state: State = serde_json::from_str(&text).map_err(|e| err(&dir.join("state.json"), e.to_string()))?;
+        if state.model != self.model_config {
+            return Err(err(dir, "the checkpoint was written for another architecture".into()));
+        }
+        let load = |name: &str| ModuleRecord::load(dir.join(name)).map_err(|e| err(&dir.join(name), e.to_string()));
+        self.model = self.model.clone().load_record(load("model.bpk")?);
+        let ema = self.ema.model().clone().load_record(load("ema.bpk")?);
+        self.ema = Ema { model: ema, decay: self.config.ema_decay, updates: state.ema_updates };
+        self.optim =
+            self.optim.clone().load(dir.join("optim.bpk")).map_err(|e| err(&dir.join("optim.bpk"), e.to_string()))?;
+        self.next_epoch = state.epoch + 1;
+        Ok(())
+    }
+
+    /// The device (with autodiff).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+}

@@ -1,0 +1,79 @@
+//! The network: parameter counts of the published configurations, periodic padding, land masking.
+
+use burn::nn::conv::Conv2dConfig;
+use burn::tensor::{Bool, Device, Tensor, TensorData};
+use om4_samudra::model::{pad_lonlat, trainable_params};
+use om4_samudra::{SamudraConfig, UpsampleKind};
+
+#[test]
+fn v2_highres_has_84_002_154_parameters() {
+    let model = SamudraConfig::v2_highres().init(160, 154, &Device::flex());
+    assert_eq!(trainable_params(&model), 84_002_154);
+}
+
+#[test]
+fn v1_has_135_142_266_parameters() {
+    let model = SamudraConfig::v1().init(158, 154, &Device::flex());
+    assert_eq!(trainable_params(&model), 135_142_266);
+}
+
+#[test]
+fn v2_with_batch_norm_adds_two_per_channel() {
+    let model = SamudraConfig::v2().init(160, 154, &Device::flex());
+    assert_eq!(trainable_params(&model), 84_029_994);
+}
+
+fn values(t: Tensor<4>) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().unwrap()
+}
+
+#[test]
+fn padding_is_circular_in_longitude_and_zero_in_latitude() {
+    let device = Device::flex();
+    let (h, w, d) = (5usize, 7usize, 2usize);
+    let x: Vec<f32> = (0..h * w).map(|i| ((i * 37) % 11) as f32 - 5.0).collect();
+    let input = Tensor::<4>::from_data(TensorData::new(x.clone(), [1, 1, h, w]), &device);
+    let conv = Conv2dConfig::new([1, 1], [3, 3]).with_dilation([d, d]).with_bias(false).init(&device);
+    let weights = values(conv.weight.val());
+    let got = values(conv.forward(pad_lonlat(input, d)));
+    assert_eq!(got.len(), h * w, "padding by the dilation keeps the size");
+    for y in 0..h {
+        for xx in 0..w {
+            let mut acc = 0f32;
+            for ky in 0..3 {
+                for kx in 0..3 {
+                    let sy = y as isize + (ky as isize - 1) * d as isize;
+                    if sy < 0 || sy >= h as isize {
+                        continue; // zero padding in latitude
+                    }
+                    let sx = (xx as isize + (kx as isize - 1) * d as isize).rem_euclid(w as isize) as usize;
+                    acc += weights[ky * 3 + kx] * x[sy as usize * w + sx];
+                }
+            }
+            assert!((got[y * w + xx] - acc).abs() < 1e-4, "({y},{xx}): {} vs {acc}", got[y * w + xx]);
+        }
+    }
+}
+
+#[test]
+fn land_cells_of_the_output_are_exactly_zero_on_odd_grids() {
+    let device = Device::flex();
+    for upsample in [UpsampleKind::ZonallyPeriodic, UpsampleKind::Bilinear] {
+        let cfg = SamudraConfig { upsample, ..SamudraConfig::tiny() };
+        // 18 × 36 is not divisible by 16: exercises the zero pad to the skip size
+        let (h, w) = (18, 36);
+        let model = cfg.init(4, 2, &device);
+        let x: Vec<f32> = (0..4 * h * w).map(|i| ((i * 13) % 17) as f32 / 17.0).collect();
+        let land: Vec<bool> = (0..2 * h * w).map(|i| i % 5 == 0).collect();
+        let land_t = Tensor::<4, Bool>::from_data(TensorData::new(land.clone(), [1, 2, h, w]), &device);
+        let y = values(model.forward(Tensor::from_data(TensorData::new(x, [1, 4, h, w]), &device), land_t));
+        assert_eq!(y.len(), 2 * h * w);
+        for (v, l) in y.iter().zip(&land) {
+            if *l {
+                assert_eq!(v.to_bits(), 0, "land must be exactly +0");
+            } else {
+                assert!(v.is_finite());
+            }
+        }
+    }
+}
