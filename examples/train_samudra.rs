@@ -1,1 +1,245 @@
-fn main() {}
+//! Train Samudra from an OM4 store with om4, end to end, without Python.
+//!
+//! With no arguments: writes a small synthetic OM4 store under `target/om4-demo` (reused on the
+//! next run), trains the `tiny` network on the CPU for a few epochs and prints the loss falling.
+//! Point it at a real store with `--store OM4.zarr --means OM4_means.zarr --stds OM4_stds.zarr`,
+//! or a config file (`--config configs/om4.toml`, TOML or YAML with Samudra's section names).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::tensor::Device;
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use om4_burn::{LoaderConfig, Om4Source, SourceConfig};
+use om4_samudra::{SamudraConfig, TrainConfig, Trainer};
+use om4_store::{ReadPool, SynthConfig, SynthPaths, synthesize};
+use serde::Deserialize;
+
+#[derive(Parser, Debug)]
+#[command(about = "Train the Samudra ocean emulator from an OM4 Zarr store")]
+struct Args {
+    /// OM4.zarr (default: a synthetic store made under target/om4-demo).
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// OM4_means.zarr (default: beside the store).
+    #[arg(long)]
+    means: Option<PathBuf>,
+    /// OM4_stds.zarr (default: beside the store).
+    #[arg(long)]
+    stds: Option<PathBuf>,
+    /// TOML or YAML configuration (sections `data`, `data.loading`, `train`, `model`, `experiment`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Architecture: tiny, v1, v2, v2_highres.
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long)]
+    epochs: Option<usize>,
+    #[arg(long)]
+    steps: Option<usize>,
+    #[arg(long)]
+    batch_size: Option<usize>,
+    #[arg(long)]
+    history: Option<usize>,
+    /// Save a checkpoint here after every epoch.
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
+    /// Resume from --checkpoint-dir.
+    #[arg(long)]
+    resume: bool,
+    /// cpu (default); GPU backends need a build with their cargo feature.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+}
+
+/// The configuration file, in Samudra's words.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct FileConfig {
+    experiment: Experiment,
+    data: Data,
+    train: Train,
+    model: Model,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Experiment {
+    rand_seed: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Data {
+    data_location: Option<PathBuf>,
+    data_means_location: Option<PathBuf>,
+    data_stds_location: Option<PathBuf>,
+    hist: Option<usize>,
+    prognostic: Option<Vec<String>>,
+    boundary: Option<Vec<String>>,
+    normalize_before_mask: Option<bool>,
+    masked_fill_value: Option<f32>,
+    train_time: Option<Span>,
+    val_time: Option<Span>,
+    loading: Option<LoaderConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Span {
+    start: Option<String>,
+    end: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Train {
+    epochs: Option<usize>,
+    learning_rate: Option<f64>,
+    batch_size: Option<usize>,
+    steps: Option<usize>,
+    data_stride: Option<usize>,
+    grad_accumulation: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Model {
+    name: Option<String>,
+}
+
+fn read_config(path: &Path) -> Result<FileConfig, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let is_yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+    Ok(if is_yaml { serde_yaml::from_str(&text)? } else { toml::from_str(&text)? })
+}
+
+/// The synthetic demo store: 3 levels (13 prognostic + 3 boundary channels), 32 × 64, 146 five-day steps.
+fn demo_store() -> Result<SynthPaths, Box<dyn std::error::Error>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/om4-demo");
+    let paths = SynthPaths::under(&dir);
+    let marker = dir.join("complete");
+    if marker.is_file() {
+        println!("using the synthetic store in {}", dir.display());
+        return Ok(paths);
+    }
+    println!("writing a synthetic OM4 store to {} (once)", dir.display());
+    let cfg = SynthConfig { ny: 32, nx: 64, times: 146, levels: 3, seed: 1, ..SynthConfig::default() };
+    synthesize(&dir, &cfg, |_, _| {})?;
+    std::fs::write(marker, "")?;
+    Ok(paths)
+}
+
+fn device(name: &str) -> Result<Device, String> {
+    match name {
+        "cpu" | "flex" => Ok(Device::flex()),
+        other => Err(format!(
+            "device {other:?} needs a build with its backend; this build has the CPU backend only (--device cpu)"
+        )),
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let file = match &args.config {
+        Some(p) => read_config(p)?,
+        None => FileConfig::default(),
+    };
+    let demo = args.store.is_none() && file.data.data_location.is_none();
+    let (data, means, stds) = if demo {
+        let p = demo_store()?;
+        (p.data, p.means, p.stds)
+    } else {
+        let data = args.store.clone().or(file.data.data_location.clone()).expect("checked above");
+        let parent = data.parent().map(Path::to_path_buf).unwrap_or_default();
+        let means =
+            args.means.clone().or(file.data.data_means_location.clone()).unwrap_or(parent.join("OM4_means.zarr"));
+        let stds = args.stds.clone().or(file.data.data_stds_location.clone()).unwrap_or(parent.join("OM4_stds.zarr"));
+        (data, means, stds)
+    };
+    let channels = SourceConfig::samudra(data, means, stds, if demo { 3 } else { 19 });
+    let source_config = SourceConfig {
+        prognostic: file.data.prognostic.clone().unwrap_or(channels.prognostic.clone()),
+        boundary: file.data.boundary.clone().unwrap_or(channels.boundary.clone()),
+        normalize_before_mask: file.data.normalize_before_mask.unwrap_or(true),
+        masked_fill_value: file.data.masked_fill_value.unwrap_or(0.0),
+        ..channels
+    };
+    let loading = file.data.loading.unwrap_or_default();
+    let pool = ReadPool::new(loading.max_concurrent_reads)?;
+    let source = Om4Source::open(&source_config, None, None, pool)?;
+
+    let defaults = TrainConfig::default();
+    let span = |s: &Option<Span>| s.as_ref().map_or((None, None), |s| (s.start.clone(), s.end.clone()));
+    let (train_time, val_time) = if demo {
+        ((None, Some("1959-07-01".to_string())), (Some("1959-07-01".to_string()), None))
+    } else {
+        (span(&file.data.train_time), span(&file.data.val_time))
+    };
+    let config = TrainConfig {
+        epochs: args.epochs.or(file.train.epochs).unwrap_or(if demo { 6 } else { defaults.epochs }),
+        learning_rate: file.train.learning_rate.unwrap_or(if demo { 2e-3 } else { defaults.learning_rate }),
+        batch_size: args.batch_size.or(file.train.batch_size).unwrap_or(defaults.batch_size),
+        hist: args.history.or(file.data.hist).unwrap_or(defaults.hist),
+        steps: args.steps.or(file.train.steps).unwrap_or(if demo { 2 } else { defaults.steps }),
+        data_stride: file.train.data_stride.unwrap_or(1),
+        grad_accumulation: file.train.grad_accumulation.unwrap_or(1),
+        rand_seed: file.experiment.rand_seed.unwrap_or(defaults.rand_seed),
+        train_time,
+        val_time,
+        loading,
+        ..defaults
+    };
+    let model_name = args.model.clone().or(file.model.name.clone()).unwrap_or_else(|| "tiny".into());
+    let model = SamudraConfig::named(&model_name)
+        .ok_or_else(|| format!("unknown model {model_name:?} (tiny, v1, v2, v2_highres)"))?;
+    let mut trainer = Trainer::new(config.clone(), model, &source, device(&args.device)?)?;
+    if args.resume {
+        let dir = args.checkpoint_dir.as_ref().ok_or("--resume needs --checkpoint-dir")?;
+        trainer.resume(dir)?;
+        println!("resumed from {} at epoch {}", dir.display(), trainer.next_epoch());
+    }
+    println!(
+        "training {model_name} on {} ({} prognostic + {} boundary channels, {}×{}), hist {}, steps {}, batch {}, {} batches/epoch",
+        source_config.data.display(),
+        source_config.prognostic.len(),
+        source_config.boundary.len(),
+        om4_burn::BatchSource::grid(&source).y,
+        om4_burn::BatchSource::grid(&source).x,
+        config.hist,
+        config.steps,
+        config.batch_size,
+        trainer.train_batches()
+    );
+    let started = Instant::now();
+    while trainer.next_epoch() <= config.epochs {
+        let epoch = trainer.next_epoch();
+        let bar = ProgressBar::new(trainer.train_batches() as u64).with_style(
+            ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg} {elapsed}")?
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(epoch.to_string());
+        let report = trainer.run_epoch(|done, _, loss, t| {
+            bar.set_position(done as u64);
+            bar.set_message(format!("loss {loss:.4} wait {:.1} ms", t.wait.as_secs_f64() * 1e3));
+        })?;
+        bar.finish_and_clear();
+        println!(
+            "epoch {:>3}: train loss {:.4}  val loss {:.4}  {:.1} samples/s  data wait p50 {:.2} ms p95 {:.2} ms ({:.1}% of step time)  {:.1}s",
+            report.epoch,
+            report.train_loss,
+            report.val_loss,
+            report.samples_per_s,
+            report.wait_p50.as_secs_f64() * 1e3,
+            report.wait_p95.as_secs_f64() * 1e3,
+            report.wait_share * 100.0,
+            report.wall.as_secs_f64()
+        );
+        if let Some(dir) = &args.checkpoint_dir {
+            trainer.save(dir)?;
+        }
+    }
+    println!("done in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}

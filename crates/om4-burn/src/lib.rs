@@ -15,17 +15,13 @@
 //! use burn::tensor::Device;
 //! use om4_batch::{SampleSpace, Schedule, WindowSpec};
 //! use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Source, SourceConfig};
-//! use om4_store::{ReadPool, SynthConfig, channel_names, synthesize};
+//! use om4_store::{ReadPool, SynthConfig, synthesize};
 //!
 //! # let dir = tempfile::tempdir()?;
 //! let cfg = SynthConfig { ny: 8, nx: 16, times: 12, levels: 2, ..SynthConfig::default() };
 //! let paths = synthesize(dir.path(), &cfg, |_, _| {})?;
-//! let names = channel_names(2); // uo_0, uo_1, ..., so_1, zos, tauuo, tauvo, hfds
-//! let config = SourceConfig {
-//!     data: paths.data, means: paths.means, stds: paths.stds,
-//!     prognostic: names[..9].to_vec(), boundary: names[9..].to_vec(),
-//!     normalize_before_mask: true, masked_fill_value: 0.0,
-//! };
+//! // prognostic uo_0, uo_1, vo_*, thetao_*, so_*, zos (9); boundary tauuo, tauvo, hfds (3)
+//! let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
 //! let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(2)?)?);
 //! let space = SampleSpace::single(WindowSpec::new(1, 2, 1)?, source.time_len())?;
 //! let loader = Loader::new(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::flex());

@@ -56,6 +56,24 @@ fn yes() -> bool {
     true
 }
 
+impl SourceConfig {
+    /// Samudra's channels for a store with `levels` levels: prognostic `uo_*, vo_*, thetao_*, so_*, zos`,
+    /// boundary `tauuo, tauvo, hfds`; normalize before masking, land filled with 0.
+    pub fn samudra(data: PathBuf, means: PathBuf, stds: PathBuf, levels: usize) -> Self {
+        let names = om4_store::channel_names(levels);
+        let n_prog = om4_store::DEPTH_VARS.len() * levels + 1;
+        Self {
+            data,
+            means,
+            stds,
+            prognostic: names[..n_prog].to_vec(),
+            boundary: names[n_prog..n_prog + 3].to_vec(),
+            normalize_before_mask: true,
+            masked_fill_value: 0.0,
+        }
+    }
+}
+
 /// One time split of an OM4 store, validated and ready to read: resolve once, share freely.
 #[derive(Debug, Clone)]
 pub struct Om4Source {

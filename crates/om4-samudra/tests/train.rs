@@ -9,21 +9,12 @@ use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Source, SourceConfig};
 use om4_samudra::train::Masked;
 use om4_samudra::{Predictor, SamudraConfig, TrainConfig, Trainer, rollout_loss};
-use om4_store::{ReadPool, SynthConfig, channel_names, synthesize};
+use om4_store::{ReadPool, SynthConfig, synthesize};
 
 fn source(dir: &std::path::Path) -> Om4Source {
     let cfg = SynthConfig { ny: 16, nx: 32, times: 24, levels: 2, consolidated: false, ..SynthConfig::default() };
     let paths = synthesize(dir, &cfg, |_, _| {}).unwrap();
-    let names = channel_names(2);
-    let config = SourceConfig {
-        data: paths.data,
-        means: paths.means,
-        stds: paths.stds,
-        prognostic: names[..9].to_vec(),
-        boundary: names[9..].to_vec(),
-        normalize_before_mask: true,
-        masked_fill_value: 0.0,
-    };
+    let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
     Om4Source::open(&config, None, None, ReadPool::new(2).unwrap()).unwrap()
 }
 

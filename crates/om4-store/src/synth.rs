@@ -592,60 +592,29 @@ pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize,
     // Statistics stores: scalars per flat channel, `lev` vectors per compact variable.
     for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
         let mut sw = Writer::new(path.clone(), cfg)?;
-        let value = |m: &Moments| {
-            if pick == 0 { m.mean_std().0 } else { m.mean_std().1 }
+        let value = |m: &Moments| if pick == 0 { m.mean_std().0 } else { m.mean_std().1 };
+        // A 0-d array for one value, a `lev` vector for a compact variable's levels.
+        let write_stat = |sw: &mut Writer<'_>, name: &str, values: &[f32], per_level: bool| {
+            let (shape, dims) = if per_level { (vec![values.len() as u64], vec!["lev"]) } else { (vec![], vec![]) };
+            let ranges: Vec<std::ops::Range<u64>> = shape.iter().map(|&n| 0..n).collect();
+            let spec = Spec {
+                name: name.into(),
+                shape: shape.clone(),
+                chunks: shape,
+                dtype: "float32",
+                dims,
+                attrs: json!({}),
+                compressed: false,
+            };
+            sw.write(spec, |a| a.write(&ranges, Values::F32(values)))
         };
-        match cfg.layout {
-            SynthLayout::Flat => {
-                for (channel, _, _, _, m) in &stats {
-                    let v = [value(m)];
-                    sw.write(
-                        Spec {
-                            name: channel.clone(),
-                            shape: vec![],
-                            chunks: vec![],
-                            dtype: "float32",
-                            dims: vec![],
-                            attrs: json!({}),
-                            compressed: false,
-                        },
-                        |a| a.write(&[], Values::F32(&v)),
-                    )?;
-                }
-            }
-            SynthLayout::Compact => {
-                for var in DEPTH_VARS {
-                    let v: Vec<f32> = stats.iter().filter(|s| s.1 == var).map(|s| value(&s.4)).collect();
-                    sw.write(
-                        Spec {
-                            name: var.into(),
-                            shape: vec![nl as u64],
-                            chunks: vec![nl as u64],
-                            dtype: "float32",
-                            dims: vec!["lev"],
-                            attrs: json!({}),
-                            compressed: false,
-                        },
-                        |a| a.write(&[0..nl as u64], Values::F32(&v)),
-                    )?;
-                }
-                for (channel, _, _, level, m) in &stats {
-                    if level.is_none() {
-                        let v = [value(m)];
-                        sw.write(
-                            Spec {
-                                name: channel.clone(),
-                                shape: vec![],
-                                chunks: vec![],
-                                dtype: "float32",
-                                dims: vec![],
-                                attrs: json!({}),
-                                compressed: false,
-                            },
-                            |a| a.write(&[], Values::F32(&v)),
-                        )?;
-                    }
-                }
+        for (channel, var, _, level, m) in &stats {
+            // flat stores: a scalar per channel; compact stores: a scalar per level-free channel
+            if cfg.layout == SynthLayout::Flat || level.is_none() {
+                write_stat(&mut sw, channel, &[value(m)], false)?;
+            } else if *level == Some(0) {
+                let v: Vec<f32> = stats.iter().filter(|s| s.1 == *var).map(|s| value(&s.4)).collect();
+                write_stat(&mut sw, var, &v, true)?;
             }
         }
         sw.finish()?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use om4_batch::{Grid, Preparation, ReadGroup, Roles};
 use om4_burn::{BatchSource, Error, Om4Source, SourceConfig};
-use om4_store::{ReadPool, SynthConfig, channel_names, synthesize};
+use om4_store::{ReadPool, SynthConfig, synthesize};
 
 pub struct Fixture {
     pub dir: tempfile::TempDir,
@@ -19,16 +19,8 @@ pub fn fixture(normalize_before_mask: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let cfg = SynthConfig { ny: 6, nx: 10, times: 16, levels: 2, consolidated: false, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
-    let names = channel_names(2);
-    let config = SourceConfig {
-        data: paths.data,
-        means: paths.means,
-        stds: paths.stds,
-        prognostic: names[..9].to_vec(),
-        boundary: names[9..].to_vec(),
-        normalize_before_mask,
-        masked_fill_value: 0.0,
-    };
+    let config =
+        SourceConfig { normalize_before_mask, ..SourceConfig::samudra(paths.data, paths.means, paths.stds, 2) };
     Fixture { dir, config }
 }
 

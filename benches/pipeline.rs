@@ -1,0 +1,71 @@
+//! End-to-end loader: batches/s and exposed data wait with prefetch 0 against prefetch 2, for a
+//! consumer whose step time is about the load time (2° grid, 77 + 3 channels, hist 1, steps 4,
+//! batch 1, CPU backend). The wait percentiles are printed after each configuration.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use burn::tensor::Device;
+use criterion::{Criterion, criterion_group, criterion_main};
+use om4_batch::{SampleSpace, Schedule, WindowSpec};
+use om4_burn::{BatchSource, EpochSummary, Loader, LoaderConfig, Om4Source, SourceConfig};
+use om4_store::{ReadPool, SynthCodec, SynthConfig, synthesize};
+
+fn pipeline(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = SynthConfig { times: 40, codec: SynthCodec::BloscLz4, ..SynthConfig::default() };
+    let paths = synthesize(dir.path(), &cfg, |_, _| {}).expect("synthesize");
+    let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 19);
+    let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(2).expect("pool")).expect("source"));
+    let space = SampleSpace::single(WindowSpec::new(1, 4, 1).expect("spec"), source.time_len()).expect("space");
+    let schedule = Schedule::training(1, 15, None).expect("schedule");
+    let loader = |prefetch: usize| {
+        let lc = LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads: 2, prefetch_to_device: true };
+        Loader::new(Arc::clone(&source), space.clone(), schedule, lc, Device::flex())
+    };
+    // Load time per batch, measured with no consumer work and no prefetch.
+    let probe = loader(0);
+    let t0 = Instant::now();
+    let mut n = 0u32;
+    for batch in probe.epoch(1).take(8) {
+        batch.expect("batch");
+        n += 1;
+    }
+    let load = t0.elapsed() / n;
+    eprintln!("load time per batch (prefetch 0, no consumer work): {:.1} ms", load.as_secs_f64() * 1e3);
+
+    let mut group = c.benchmark_group("pipeline");
+    group.sample_size(10);
+    for prefetch in [0usize, 2] {
+        let l = loader(prefetch);
+        let mut telemetry = Vec::new();
+        group.bench_function(format!("prefetch_{prefetch}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    let t = Instant::now();
+                    for batch in l.epoch(i + 1).take(8) {
+                        let batch = batch.expect("batch");
+                        telemetry.push(batch.telemetry);
+                        std::thread::sleep(load); // the "model step"
+                    }
+                    total += t.elapsed();
+                }
+                total
+            });
+        });
+        let s = EpochSummary::of(&telemetry);
+        eprintln!(
+            "prefetch {prefetch}: {} batches, data wait p50 {:.2} ms, p95 {:.2} ms ({:.1}% of a {:.1} ms step)",
+            s.batches,
+            s.wait.p50.as_secs_f64() * 1e3,
+            s.wait.p95.as_secs_f64() * 1e3,
+            100.0 * s.wait.p95.as_secs_f64() / load.as_secs_f64(),
+            load.as_secs_f64() * 1e3
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, pipeline);
+criterion_main!(benches);
