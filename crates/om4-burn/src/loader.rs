@@ -290,7 +290,8 @@ impl Iterator for EpochIter {
             Some(Ok(Ready::Host(h))) => {
                 self.remaining -= 1;
                 let mut b = to_device(h, &self.preparations, self.grid, &self.device);
-                b.telemetry.wait = wait;
+                // The consumer also waits while its own thread prepares the batch.
+                b.telemetry.wait = t0.elapsed();
                 Some(Ok(b))
             }
             Some(Err(e)) => {

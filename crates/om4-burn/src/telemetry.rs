@@ -7,7 +7,8 @@ use om4_batch::PlaneCount;
 /// What one batch cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct BatchTelemetry {
-    /// Time the consumer waited for the batch (exposed data wait).
+    /// Time the consumer waited for the batch (exposed data wait): on the host path this includes
+    /// the preparation done on the consumer's thread.
     pub wait: Duration,
     /// Time the producer spent reading its planes.
     pub read: Duration,
