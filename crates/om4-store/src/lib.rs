@@ -33,6 +33,7 @@
 //! This crate has no features. It compiles C-Blosc (via `zarrs`' `blosc-src`) and zstd.
 
 mod channel;
+mod direct;
 mod error;
 mod meta;
 mod pool;

@@ -59,6 +59,21 @@ pub struct ArrayInfo {
     /// User attributes.
     #[serde(skip)]
     pub attrs: Map<String, Value>,
+    /// Set when every chunk is stored as plain little-endian float32 bytes, raw or in one blosc
+    /// frame, so it can be decoded straight into place without zarrs.
+    #[serde(skip)]
+    pub(crate) plain: Option<PlainChunks>,
+}
+
+/// Layout of chunks simple enough to decode directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PlainChunks {
+    /// One blosc frame per chunk (else raw bytes).
+    pub(crate) blosc: bool,
+    /// Text before the chunk indices (`c/` for v3 default keys).
+    pub(crate) prefix: String,
+    /// Separator between chunk indices.
+    pub(crate) separator: String,
 }
 
 impl ArrayInfo {
@@ -220,7 +235,21 @@ fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<Arra
     if let Some(c) = meta.get("compressor").filter(|c| !c.is_null()) {
         codecs.push(describe_v2_codec(c));
     }
+    let raw_dtype = meta.get("dtype").and_then(Value::as_str).unwrap_or("");
+    let no_filters = meta.get("filters").is_none_or(|f| f.is_null() || f.as_array().is_some_and(Vec::is_empty));
+    let compressor = meta.get("compressor").filter(|c| !c.is_null());
+    let blosc = compressor.map(|c| c.get("id").and_then(Value::as_str) == Some("blosc"));
+    let plain = (raw_dtype == "<f4"
+        && no_filters
+        && meta.get("order").and_then(Value::as_str).unwrap_or("C") == "C"
+        && blosc != Some(false))
+    .then(|| PlainChunks {
+        blosc: blosc == Some(true),
+        prefix: String::new(),
+        separator: meta.get("dimension_separator").and_then(Value::as_str).unwrap_or(".").to_string(),
+    });
     Ok(ArrayInfo {
+        plain,
         name: name.to_string(),
         format: ZarrFormat::V2,
         shape,
@@ -265,6 +294,36 @@ fn describe_v3_codecs(codecs: &[Value]) -> (Vec<String>, Option<Vec<u64>>, Strin
     (out, inner, order)
 }
 
+/// Plain chunks of a v3 array: `bytes` (little endian) alone or followed by `blosc`, regular keys.
+fn plain_v3(meta: &Value, dtype: &str, codecs: &[Value]) -> Option<PlainChunks> {
+    let name = |c: &Value| c.get("name").and_then(Value::as_str).map(str::to_string);
+    let little = |c: &Value| c.pointer("/configuration/endian").and_then(Value::as_str).is_none_or(|e| e == "little");
+    let blosc = match codecs {
+        [b] if name(b).as_deref() == Some("bytes") && little(b) => false,
+        [b, z] if name(b).as_deref() == Some("bytes") && little(b) && name(z).as_deref() == Some("blosc") => true,
+        _ => return None,
+    };
+    if dtype != "float32" || meta.get("storage_transformers").and_then(Value::as_array).is_some_and(|t| !t.is_empty()) {
+        return None;
+    }
+    let encoding = meta.get("chunk_key_encoding");
+    let sep = |default: &str| {
+        encoding
+            .and_then(|e| e.pointer("/configuration/separator"))
+            .and_then(Value::as_str)
+            .unwrap_or(default)
+            .to_string()
+    };
+    match encoding.and_then(|e| e.get("name")).and_then(Value::as_str).unwrap_or("default") {
+        "default" => {
+            let separator = sep("/");
+            Some(PlainChunks { blosc, prefix: format!("c{separator}"), separator })
+        }
+        "v2" => Some(PlainChunks { blosc, prefix: String::new(), separator: sep(".") }),
+        _ => None,
+    }
+}
+
 fn parse_v3(root: &Path, name: &str, meta: &Value) -> Result<ArrayInfo> {
     let err = |reason: &str| Error::Metadata {
         store: root.to_path_buf(),
@@ -285,7 +344,9 @@ fn parse_v3(root: &Path, name: &str, meta: &Value) -> Result<ArrayInfo> {
         .get("dimension_names")
         .and_then(Value::as_array)
         .map(|d| d.iter().map(|x| x.as_str().unwrap_or("?").to_string()).collect());
+    let plain = plain_v3(meta, &dtype, &codecs);
     Ok(ArrayInfo {
+        plain,
         name: name.to_string(),
         format: ZarrFormat::V3,
         shape,

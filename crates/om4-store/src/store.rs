@@ -10,11 +10,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::channel::{derived_reason, split_legacy, split_level};
+use crate::direct::DirectArray;
 use crate::error::{Error, Result};
 use crate::meta::{ArrayInfo, Fill, discover};
 use crate::pool::ReadPool;
 use crate::time::TimeAxis;
-use crate::zarr::{self, Axes, Run, ZarrArray};
+use crate::zarr::{self, Axes, ZarrArray};
+use rayon::prelude::*;
 
 /// Names accepted for each dimension.
 const TIME: &[&str] = &["time"];
@@ -69,6 +71,8 @@ struct OpenArray {
     name: String,
     axes: Axes,
     array: ZarrArray,
+    /// Set when the chunks are single planes of plain float32 (decoded without zarrs).
+    direct: Option<DirectArray>,
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +116,21 @@ impl ChannelSet {
     /// Decode calls one time step takes (channels of a compact array with consecutive levels share one).
     pub fn runs_per_time(&self) -> usize {
         self.runs.len()
+    }
+
+    /// Arrays whose one-plane chunks are decoded directly into place rather than through zarrs.
+    pub fn direct_arrays(&self) -> usize {
+        self.arrays.iter().filter(|a| a.direct.is_some()).count()
+    }
+
+    /// The same channels read through zarrs only: the reference the direct path is checked against.
+    pub fn zarrs_only(&self) -> Self {
+        let arrays = self
+            .arrays
+            .iter()
+            .map(|a| OpenArray { name: a.name.clone(), axes: a.axes, array: a.array.clone(), direct: None })
+            .collect();
+        Self { arrays: Arc::new(arrays), ..self.clone() }
     }
 }
 
@@ -445,7 +464,16 @@ impl Om4Store {
                 Some(_) => {}
             }
             if !open.iter().any(|o| o.name == ch.array) {
-                open.push(OpenArray { name: ch.array.clone(), axes, array: self.open_array(&ch.array)? });
+                let one_plane = match axes {
+                    Axes::TimeYX => info.chunks == [1, grid[1], grid[2]],
+                    _ => info.chunks == [1, 1, grid[1], grid[2]],
+                };
+                let direct = info
+                    .plain
+                    .clone()
+                    .filter(|_| one_plane && info.fill == Fill::Nan)
+                    .map(|plain| DirectArray::new(self.root.join(&ch.array), plain, axes));
+                open.push(OpenArray { name: ch.array.clone(), axes, array: self.open_array(&ch.array)?, direct });
             }
             channels.push(ch);
         }
@@ -540,36 +568,41 @@ impl Om4Store {
                 reason: format!("position {p} (entry {i}) is outside the selection of {} time steps", selection.len()),
             });
         }
-        let runs: Vec<Run<'_>> = positions
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &p)| {
-                set.runs.iter().map(move |r| {
-                    let a = &set.arrays[r.array];
-                    Run {
-                        array: &a.array,
-                        axes: a.axes,
-                        row: (selection.rows.start + p) as u64,
-                        levels: r.levels.clone(),
-                        slot: (i * set.len() + r.first_channel) as u64,
-                    }
-                })
-            })
-            .collect();
-        let _span = tracing::debug_span!("om4_read", planes = positions.len() * set.len(), runs = runs.len()).entered();
-        pool.install(|| zarr::read_runs_into(&runs, out, set.grid.y as u64, set.grid.x as u64)).map_err(
-            |(i, source)| {
-                let run = &runs[i];
-                let a = &set.arrays[set.runs[i % set.runs.len()].array];
-                Error::Read {
+        // One task per (position, run): a contiguous block of output planes. Carving `out` in
+        // task order gives each task its own slice, so the parallel loop needs no shared view.
+        let mut tasks: Vec<(u64, &RunSpec)> = Vec::with_capacity(positions.len() * set.runs.len());
+        for &p in positions {
+            for r in &set.runs {
+                tasks.push(((selection.rows.start + p) as u64, r));
+            }
+        }
+        let mut slices: Vec<&mut [f32]> = Vec::with_capacity(tasks.len());
+        let mut rest = out;
+        for &(_, r) in &tasks {
+            let (head, tail) = rest.split_at_mut((r.levels.end - r.levels.start) as usize * plane);
+            slices.push(head);
+            rest = tail;
+        }
+        let (ny, nx) = (set.grid.y as u64, set.grid.x as u64);
+        let _span =
+            tracing::debug_span!("om4_read", planes = positions.len() * set.len(), tasks = tasks.len()).entered();
+        pool.install(|| {
+            tasks.par_iter().zip(slices.into_par_iter()).try_for_each(|(&(row, r), dest)| {
+                let a = &set.arrays[r.array];
+                let levels = r.levels.clone();
+                let result = match &a.direct {
+                    Some(direct) => direct.read_planes(row, levels.clone(), dest),
+                    None => zarr::read_planes_into(&a.array, a.axes, row, levels.clone(), dest, ny, nx),
+                };
+                result.map_err(|source| Error::Read {
                     store: self.root.clone(),
                     array: a.name.clone(),
-                    row: run.row,
-                    level: if a.axes == Axes::TimeYX { String::new() } else { format!(", levels {:?}", run.levels) },
+                    row,
+                    level: if a.axes == Axes::TimeYX { String::new() } else { format!(", levels {levels:?}") },
                     source,
-                }
-            },
-        )
+                })
+            })
+        })
     }
 
     /// Land masks of the channels: `mask_k` (or `wetmask[k]`) for a channel at level `k`, level 0

@@ -4,7 +4,6 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use unsafe_cell_slice::UnsafeCellSlice;
 use zarrs::array::{Array, ArrayBytesFixedDisjointView, ArraySubset, CodecOptions};
 use zarrs::filesystem::FilesystemStore;
@@ -29,9 +28,10 @@ pub(crate) enum Axes {
     LevTimeYX,
 }
 
-/// An open array of a local store.
+/// An open array of a local store (cheap to clone: the array is shared).
+#[derive(Clone)]
 pub(crate) struct ZarrArray {
-    array: Array<FilesystemStore>,
+    array: Arc<Array<FilesystemStore>>,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -54,7 +54,7 @@ impl Store {
 impl ZarrArray {
     /// Opens array `name` (a name discovered in the store root, never a user path).
     pub(crate) fn open(store: &Store, name: &str) -> Result<Self, BoxError> {
-        Ok(Self { array: Array::open(store.0.clone(), &format!("/{name}"))? })
+        Ok(Self { array: Arc::new(Array::open(store.0.clone(), &format!("/{name}"))?) })
     }
 
     /// Reads the whole array as `f64`, whatever its numeric or boolean dtype.
@@ -88,75 +88,33 @@ impl ZarrArray {
     }
 }
 
-/// One decode: `planes` consecutive planes of `array` (levels `levels` at time `row`, or the single
-/// plane at `row`) into output planes `slot..slot + planes`.
-pub(crate) struct Run<'a> {
-    pub(crate) array: &'a ZarrArray,
-    pub(crate) axes: Axes,
-    pub(crate) row: u64,
-    pub(crate) levels: Range<u64>,
-    pub(crate) slot: u64,
-}
-
-impl Run<'_> {
-    fn planes(&self) -> u64 {
-        match self.axes {
-            Axes::TimeYX => 1,
-            _ => self.levels.end - self.levels.start,
-        }
-    }
-}
-
-/// Decodes every run straight into `out`, a buffer of `out.len() / (ny·nx)` planes, in parallel on
-/// the current rayon pool. Runs must cover disjoint output planes; this is checked.
-///
-/// On error returns the index of a failed run. When this returns, no thread writes `out`.
-pub(crate) fn read_runs_into(runs: &[Run<'_>], out: &mut [f32], ny: u64, nx: u64) -> Result<(), (usize, BoxError)> {
-    let plane = (ny * nx) as usize;
-    let total = (out.len() / plane.max(1)) as u64;
-    let mut spans: Vec<(u64, u64, usize)> =
-        runs.iter().enumerate().map(|(i, r)| (r.slot, r.slot + r.planes(), i)).collect();
-    spans.sort_unstable();
-    for w in spans.windows(2) {
-        if w[1].0 < w[0].1 {
-            return Err((w[1].2, "two runs write the same output plane".into()));
-        }
-    }
-    if let Some(&(_, end, i)) = spans.iter().find(|s| s.1 > total) {
-        return Err((i, format!("run ends at plane {end} of a {total}-plane buffer").into()));
-    }
+/// Decodes the planes of `levels` at time `row` of `array` (one plane for a `(time, y, x)` array)
+/// into `out`, which holds exactly those planes.
+pub(crate) fn read_planes_into(
+    array: &ZarrArray,
+    axes: Axes,
+    row: u64,
+    levels: Range<u64>,
+    out: &mut [f32],
+    ny: u64,
+    nx: u64,
+) -> Result<(), BoxError> {
+    let n = levels.end - levels.start;
+    let (src, shape): (Vec<Range<u64>>, Vec<u64>) = match axes {
+        Axes::TimeYX => (vec![row..row + 1, 0..ny, 0..nx], vec![1, ny, nx]),
+        Axes::TimeLevYX => (vec![row..row + 1, levels, 0..ny, 0..nx], vec![1, n, ny, nx]),
+        Axes::LevTimeYX => (vec![levels, row..row + 1, 0..ny, 0..nx], vec![n, 1, ny, nx]),
+    };
     let cell = UnsafeCellSlice::new(bytemuck::cast_slice_mut::<f32, u8>(out));
-    // Destination shapes per axis order: the view must have the array's rank, and a run's planes
-    // must be contiguous in it.
-    let shape3 = [total, ny, nx];
-    let shape_tl = [1, total, ny, nx];
-    let shape_lt = [total, 1, ny, nx];
-    runs.par_iter().enumerate().try_for_each(|(i, run)| {
-        let n = run.planes();
-        let (src, dst, shape): (Vec<Range<u64>>, Vec<Range<u64>>, &[u64]) = match run.axes {
-            Axes::TimeYX => {
-                (vec![run.row..run.row + 1, 0..ny, 0..nx], vec![run.slot..run.slot + 1, 0..ny, 0..nx], &shape3)
-            }
-            Axes::TimeLevYX => (
-                vec![run.row..run.row + 1, run.levels.clone(), 0..ny, 0..nx],
-                vec![0..1, run.slot..run.slot + n, 0..ny, 0..nx],
-                &shape_tl,
-            ),
-            Axes::LevTimeYX => (
-                vec![run.levels.clone(), run.row..run.row + 1, 0..ny, 0..nx],
-                vec![run.slot..run.slot + n, 0..1, 0..ny, 0..nx],
-                &shape_lt,
-            ),
-        };
-        // SAFETY: the output planes of all runs were checked above to be pairwise disjoint and in
-        // bounds, so no two views made from `cell` overlap; `out` outlives this parallel loop.
-        let mut view = unsafe { ArrayBytesFixedDisjointView::new(cell, 4, shape, ArraySubset::new_with_ranges(&dst)) }
-            .map_err(|e| (i, BoxError::from(e)))?;
-        run.array
-            .array
-            .retrieve_array_subset_into_opt(&ArraySubset::new_with_ranges(&src), (&mut view).into(), &single_thread())
-            .map_err(|e| (i, BoxError::from(e)))
-    })
+    let whole = ArraySubset::new_with_shape(shape.clone());
+    // SAFETY: this is the only view over `out`, which is exclusively borrowed for the call.
+    let mut view = unsafe { ArrayBytesFixedDisjointView::new(cell, 4, &shape, whole) }?;
+    array.array.retrieve_array_subset_into_opt(
+        &ArraySubset::new_with_ranges(&src),
+        (&mut view).into(),
+        &single_thread(),
+    )?;
+    Ok(())
 }
 
 /// Writes one array of a synthetic store: metadata files go straight to disk, chunks are encoded

@@ -21,7 +21,9 @@ fn fixture() -> &'static Fixture {
         let cfgs = [
             SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
             SynthConfig { layout: SynthLayout::Compact, codec: SynthCodec::Zstd, ..base.clone() },
-            SynthConfig { format: SynthFormat::V3, shard: Some(3), layout: SynthLayout::Compact, ..base },
+            SynthConfig { format: SynthFormat::V3, shard: Some(3), layout: SynthLayout::Compact, ..base.clone() },
+            // one plane per chunk: decoded directly, without zarrs
+            SynthConfig { codec: SynthCodec::BloscLz4, ..base },
         ];
         let stores = cfgs
             .iter()
@@ -39,7 +41,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
     fn concurrent_read_equals_plane_by_plane(
-        which in 0usize..3,
+        which in 0usize..4,
         positions in prop::collection::vec(0usize..9, 1..7),
         picks in prop::collection::vec(0usize..20, 1..9),
         threads in 1usize..5,

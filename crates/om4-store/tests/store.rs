@@ -56,6 +56,28 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
     for (i, cfg) in variants.iter().enumerate() {
         let paths = make(&dir.path().join(format!("v{i}")), cfg);
         let store = Om4Store::open(&paths.data).unwrap();
+        // the direct path (one-plane raw or blosc chunks) and zarrs give the same bits
+        let set = store.channels(&channel_names(3)).unwrap();
+        let one_plane = cfg.time_chunk == 1 && cfg.shard.is_none();
+        let plain = matches!(
+            cfg.codec,
+            SynthCodec::None
+                | SynthCodec::BloscLz4
+                | SynthCodec::BloscZstd
+                | SynthCodec::BloscBlosclz
+                | SynthCodec::BloscZlib
+        );
+        // flat arrays, and the level-free arrays of compact stores (compact synth chunks hold every level)
+        let expected_direct = if one_plane && plain { if cfg.layout == SynthLayout::Flat { 16 } else { 4 } } else { 0 };
+        assert_eq!(set.direct_arrays(), expected_direct, "{cfg:?}");
+        let sel = store.select(None, None).unwrap();
+        let positions: Vec<usize> = (0..7).rev().collect();
+        let mut direct = vec![0f32; 7 * set.len() * 60];
+        let mut via_zarrs = direct.clone();
+        let pool = ReadPool::new(2).unwrap();
+        store.read_into(&pool, &set, &sel, &positions, &mut direct).unwrap();
+        store.read_into(&pool, &set.zarrs_only(), &sel, &positions, &mut via_zarrs).unwrap();
+        assert_eq!(bits(&direct), bits(&via_zarrs), "{cfg:?}");
         let expected_layout =
             if cfg.layout == SynthLayout::Flat { om4_store::Layout::Flat } else { om4_store::Layout::Compact };
         assert_eq!(store.layout(), expected_layout, "{cfg:?}");

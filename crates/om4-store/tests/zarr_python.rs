@@ -32,6 +32,7 @@ fn zarr_python_fixtures_read_bit_for_bit() {
     let stores = cases["stores"].as_array().unwrap();
     assert!(stores.len() >= 15);
     let pool = ReadPool::new(2).unwrap();
+    let mut direct_stores = 0;
     for name in stores {
         let name = name.as_str().unwrap();
         let store = Om4Store::open(dir.join(format!("{name}.zarr"))).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -43,6 +44,10 @@ fn zarr_python_fixtures_read_bit_for_bit() {
         store.read_into(&pool, &set, &sel, &[0, 1, 2, 3, 4], &mut got).unwrap_or_else(|e| panic!("{name}: {e}"));
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&expected), "{name}");
+        let mut via_zarrs = vec![0f32; expected.len()];
+        store.read_into(&pool, &set.zarrs_only(), &sel, &[0, 1, 2, 3, 4], &mut via_zarrs).unwrap();
+        assert_eq!(bits(&via_zarrs), bits(&expected), "{name} through zarrs");
+        direct_stores += usize::from(set.direct_arrays() > 0);
         // reversed positions read the reversed planes
         let mut rev = vec![0f32; expected.len()];
         store.read_into(&pool, &set, &sel, &[4, 3, 2, 1, 0], &mut rev).unwrap();
