@@ -1,0 +1,45 @@
+//! Load one epoch of Samudra batches from a store with the om4 loader (CPU backend) and report
+//! data wait, read and preparation times. Usage:
+//! `cargo run --release --example load_epoch -- STORE [BATCH_SIZE] [PREFETCH] [MAX_BATCHES]`
+//! (means and stds are read from `OM4_means.zarr` / `OM4_stds.zarr` beside the store).
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use burn::tensor::Device;
+use om4_batch::{SampleSpace, Schedule, WindowSpec};
+use om4_burn::{BatchSource, EpochSummary, Loader, LoaderConfig, Om4Source, SourceConfig};
+use om4_store::ReadPool;
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let store = PathBuf::from(args.first().ok_or("usage: load_epoch STORE [BATCH_SIZE] [PREFETCH] [MAX_BATCHES]")?);
+    let arg = |i: usize, default: usize| args.get(i).map_or(Ok(default), |s| s.parse::<usize>());
+    let (batch, prefetch, max_batches) = (arg(1, 4)?, arg(2, 2)?, arg(3, usize::MAX)?);
+    let dir = store.parent().map(PathBuf::from).unwrap_or_default();
+    let config = SourceConfig::samudra(store, dir.join("OM4_means.zarr"), dir.join("OM4_stds.zarr"), 19);
+    let loading = LoaderConfig { prefetch_batches: prefetch, ..LoaderConfig::default() };
+    let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(loading.max_concurrent_reads)?)?);
+    let space = SampleSpace::single(WindowSpec::new(1, 4, 1)?, source.time_len())?;
+    let loader = Loader::new(source, space, Schedule::training(batch, 15, None)?, loading, Device::flex());
+    let mut telemetry = Vec::new();
+    for b in loader.epoch(1).take(max_batches) {
+        telemetry.push(b?.telemetry);
+    }
+    let s = EpochSummary::of(&telemetry);
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "{} batches of {batch}: {:.1} MB unique planes per batch ({} requested, {} unique planes in all); \
+         wait p50 {:.2} ms p95 {:.2} ms; read p50 {:.1} ms; prepare p50 {:.1} ms",
+        s.batches,
+        s.bytes as f64 / s.batches.max(1) as f64 / 1e6,
+        s.planes.requested,
+        s.planes.unique,
+        ms(s.wait.p50),
+        ms(s.wait.p95),
+        ms(s.read.p50),
+        ms(s.prepare.p50)
+    );
+    Ok(())
+}
