@@ -68,9 +68,7 @@ def write(name, fmt, layout, codec, time_chunk=1, order="C", shard=None):
             kw.update(compressors=v2_compressor(codec), order=order)
         else:
             kw.update(dimension_names=dims)
-            comp = v3_codecs(codec)
-            if comp is not None:
-                kw.update(compressors=comp)
+            kw.update(compressors=v3_codecs(codec))  # None: no compressor (zarr-python's default is zstd)
             if shard is not None:
                 kw.update(shards=(shard,) + tuple(data.shape[1:]))
         a = root.create_array(aname, **kw)
