@@ -101,6 +101,8 @@ struct Train {
     steps: Option<usize>,
     data_stride: Option<usize>,
     grad_accumulation: Option<usize>,
+    /// Samudra's dynamic loss weights with this limit (v2 configs use 20).
+    dynamic_loss_limit: Option<f32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -186,6 +188,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         data_stride: file.train.data_stride.unwrap_or(1),
         grad_accumulation: file.train.grad_accumulation.unwrap_or(1),
         rand_seed: file.experiment.rand_seed.unwrap_or(defaults.rand_seed),
+        dynamic_loss_limit: file.train.dynamic_loss_limit,
         train_time,
         val_time,
         loading,

@@ -17,4 +17,4 @@ pub mod model;
 pub mod train;
 
 pub use model::{NormKind, Samudra, SamudraConfig, UpsampleKind};
-pub use train::{EpochReport, Predictor, TrainConfig, Trainer, cosine_lr, rollout_loss};
+pub use train::{DynamicLoss, EpochReport, Predictor, TrainConfig, Trainer, cosine_lr, rollout_loss};

@@ -87,6 +87,8 @@ pub struct TrainConfig {
     pub ema_decay: f64,
     /// Seed of the schedule and of initialization.
     pub rand_seed: u64,
+    /// Samudra's dynamic per-variable loss weights (window 25), limited to `limit × min`; `None`: plain mean.
+    pub dynamic_loss_limit: Option<f32>,
     /// Train split `[start, end)`, dates.
     pub train_time: (Option<String>, Option<String>),
     /// Validation split `[start, end)`, dates.
@@ -108,6 +110,7 @@ impl Default for TrainConfig {
             grad_clip: 1.0,
             ema_decay: 0.999,
             rand_seed: 15,
+            dynamic_loss_limit: None,
             train_time: (None, None),
             val_time: (None, None),
             loading: LoaderConfig::default(),
@@ -248,10 +251,49 @@ pub fn cosine_lr(peak: f64, epoch: usize, epochs: usize) -> f64 {
     peak * 0.5 * (1.0 + (std::f64::consts::PI * e / epochs.max(1) as f64).cos())
 }
 
+/// Samudra's dynamic loss weights: one scale per prognostic variable, shared across history.
+/// After each batch, `w = mean over history of 1 / max(loss, 1e-8)` from a no-grad single step,
+/// clamped to `[min w, limit · min w]`, then `s ← (24 s + w) / 25`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DynamicLoss {
+    /// Current scales, one per prognostic variable.
+    pub scales: Vec<f32>,
+    /// Upper limit as a multiple of the smallest weight.
+    pub limit: f32,
+}
+
+impl DynamicLoss {
+    const WINDOW: f32 = 25.0;
+
+    /// Unit scales for `channels` variables.
+    pub fn new(channels: usize, limit: f32) -> Self {
+        Self { scales: vec![1.0; channels], limit }
+    }
+
+    /// The scales tiled over `states` history states: `(states · channels,)`.
+    pub fn tiled(&self, states: usize) -> Vec<f32> {
+        self.scales.repeat(states)
+    }
+
+    /// Updates the scales from a per-channel loss of `states · channels` values.
+    pub fn update(&mut self, per_channel: &[f32], states: usize) {
+        let c = self.scales.len();
+        let w: Vec<f32> = (0..c)
+            .map(|v| (0..states).map(|j| 1.0 / per_channel[j * c + v].max(1e-8)).sum::<f32>() / states as f32)
+            .collect();
+        let lo = w.iter().copied().fold(f32::INFINITY, f32::min);
+        for (s, w) in self.scales.iter_mut().zip(w) {
+            let w = w.clamp(lo, lo * self.limit);
+            *s = ((Self::WINDOW - 1.0) * *s + w) / Self::WINDOW;
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct State {
     epoch: usize,
     ema_updates: u64,
+    loss_weights: Option<DynamicLoss>,
     config: TrainConfig,
     model: SamudraConfig,
 }
@@ -272,6 +314,7 @@ pub struct Trainer {
     land: Tensor<4, Bool>,
     prognostic_inputs: usize,
     next_epoch: usize,
+    dynamic: Option<DynamicLoss>,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -332,6 +375,7 @@ impl Trainer {
             .with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(config.grad_clip)))
             .init();
         let ema = Ema::new(&model, config.ema_decay);
+        let dynamic = config.dynamic_loss_limit.map(|limit| DynamicLoss::new(c_prog, limit));
         Ok(Self {
             config,
             model_config,
@@ -345,6 +389,7 @@ impl Trainer {
             land,
             prognostic_inputs: states * c_prog,
             next_epoch: 1,
+            dynamic,
         })
     }
 
@@ -397,7 +442,18 @@ impl Trainer {
         for (k, batch) in self.train.epoch(epoch as u64).enumerate() {
             let batch = batch?;
             let masked = Masked { model: &self.model, land: self.land.clone() };
-            let loss = rollout_loss(&masked, &batch.batch, &self.label_mask, self.prognostic_inputs).mean();
+            let per_channel = rollout_loss(&masked, &batch.batch, &self.label_mask, self.prognostic_inputs);
+            let loss = match &self.dynamic {
+                Some(d) => {
+                    let states = self.config.hist + 1;
+                    let scales = Tensor::<1>::from_data(
+                        TensorData::new(d.tiled(states), [d.scales.len() * states]),
+                        &self.device,
+                    );
+                    (per_channel * scales).mean()
+                }
+                None => per_channel.mean(),
+            };
             let value = loss.clone().into_scalar::<f32>();
             if !value.is_finite() {
                 return Err(Error::NonFinite { epoch, batch: k, loss: value });
@@ -409,6 +465,9 @@ impl Trainer {
                 self.model = self.optim.step(lr, self.model.clone(), accum.grads());
                 self.ema.update(&self.model);
                 pending = 0;
+            }
+            if self.dynamic.is_some() {
+                self.update_loss_weights(&batch.batch);
             }
             loss_sum += f64::from(value);
             samples += batch.samples.len();
@@ -437,6 +496,29 @@ impl Trainer {
         })
     }
 
+    /// Refreshes the dynamic loss weights with a no-grad single step on the batch's first step.
+    fn update_loss_weights(&mut self, batch: &ModelBatch) {
+        let Some(dynamic) = self.dynamic.as_mut() else { return };
+        let model = self.model.valid();
+        let first = &batch.steps[0];
+        let one_step = ModelBatch {
+            batch: batch.batch,
+            steps: vec![om4_burn::StepTensors {
+                input: first.input.clone().inner(),
+                label: first.label.clone().inner(),
+            }],
+        };
+        let masked = Masked { model: &model, land: self.land.clone().inner() };
+        let per_channel = rollout_loss(&masked, &one_step, &self.label_mask.clone().inner(), self.prognostic_inputs);
+        let values: Vec<f32> = per_channel.into_data().try_to_vec::<f32>().unwrap_or_default();
+        dynamic.update(&values, self.config.hist + 1);
+    }
+
+    /// The dynamic loss weights, when enabled.
+    pub fn loss_weights(&self) -> Option<&DynamicLoss> {
+        self.dynamic.as_ref()
+    }
+
     /// Saves model, EMA, optimizer and progress under `dir`.
     ///
     /// # Errors
@@ -459,6 +541,7 @@ impl Trainer {
         let state = State {
             epoch: self.next_epoch - 1,
             ema_updates: self.ema.updates,
+            loss_weights: self.dynamic.clone(),
             config: self.config.clone(),
             model: self.model_config.clone(),
         };
@@ -484,6 +567,7 @@ impl Trainer {
         self.ema = Ema { model: ema, decay: self.config.ema_decay, updates: state.ema_updates };
         self.optim =
             self.optim.clone().load(dir.join("optim.bpk")).map_err(|e| err(&dir.join("optim.bpk"), e.to_string()))?;
+        self.dynamic = state.loss_weights;
         self.next_epoch = state.epoch + 1;
         Ok(())
     }
@@ -491,5 +575,30 @@ impl Trainer {
     /// The device (with autodiff).
     pub fn device(&self) -> &Device {
         &self.device
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_loss_update_follows_samudra() {
+        let mut d = DynamicLoss::new(2, 20.0);
+        // states 2 × channels 2: losses [1, 4 | 1, 4] → w = [1, 0.25], inside [0.25, 5]
+        d.update(&[1.0, 4.0, 1.0, 4.0], 2);
+        assert_eq!(d.scales, vec![1.0, (24.0 + 0.25) / 25.0]);
+        // a tiny loss gives a huge weight, clamped to limit × the smallest
+        let mut d = DynamicLoss::new(2, 20.0);
+        d.update(&[1.0, 1e-12], 1);
+        assert_eq!(d.scales, vec![1.0, (24.0 + 20.0) / 25.0]);
+        assert_eq!(d.tiled(2), vec![1.0, 44.0 / 25.0, 1.0, 44.0 / 25.0]);
+    }
+
+    #[test]
+    fn cosine_schedule_per_epoch() {
+        assert_eq!(cosine_lr(6e-4, 1, 70), 6e-4);
+        assert!((cosine_lr(6e-4, 36, 70) - 3e-4).abs() < 1e-12);
+        assert!(cosine_lr(6e-4, 70, 70) > 0.0);
     }
 }

@@ -68,6 +68,31 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
     }
 }
 
+#[test]
+fn dynamic_loss_weights_update_and_survive_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = source(dir.path());
+    let config = TrainConfig {
+        epochs: 1,
+        batch_size: 4,
+        steps: 1,
+        dynamic_loss_limit: Some(20.0),
+        val_time: (Some("1958-03-01".into()), None),
+        ..TrainConfig::default()
+    };
+    let mut trainer = Trainer::new(config.clone(), SamudraConfig::tiny(), &src, Device::flex()).unwrap();
+    let report = trainer.run_epoch(|_, _, _, _| {}).unwrap();
+    assert!(report.train_loss.is_finite());
+    let weights = trainer.loss_weights().unwrap().clone();
+    assert_eq!(weights.scales.len(), 9);
+    assert!(weights.scales.iter().all(|s| s.is_finite() && *s > 0.0));
+    assert!(weights.scales.iter().any(|&s| s != 1.0), "weights moved: {:?}", weights.scales);
+    trainer.save(&dir.path().join("ckpt")).unwrap();
+    let mut restored = Trainer::new(config, SamudraConfig::tiny(), &src, Device::flex()).unwrap();
+    restored.resume(&dir.path().join("ckpt")).unwrap();
+    assert_eq!(restored.loss_weights(), Some(&weights));
+}
+
 /// Returns its input's first `outputs` channels plus one, and records every input.
 struct Recorder {
     outputs: usize,
