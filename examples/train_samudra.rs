@@ -136,8 +136,11 @@ fn demo_store() -> Result<SynthPaths, Box<dyn std::error::Error>> {
 fn device(name: &str) -> Result<Device, String> {
     match name {
         "cpu" | "flex" => Ok(Device::flex()),
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Device::cuda(0)),
         other => Err(format!(
-            "device {other:?} needs a build with its backend; this build has the CPU backend only (--device cpu)"
+            "device {other:?} is not in this build: GPU backends need their cargo feature \
+             (`--features cuda` for --device cuda); CPU: --device cpu"
         )),
     }
 }
