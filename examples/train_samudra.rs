@@ -138,9 +138,11 @@ fn device(name: &str) -> Result<Device, String> {
         "cpu" | "flex" => Ok(Device::flex()),
         #[cfg(feature = "cuda")]
         "cuda" => Ok(Device::cuda(0)),
+        #[cfg(feature = "vulkan")]
+        "vulkan" => Ok(Device::vulkan(burn::tensor::DeviceKind::DiscreteGpu(0))),
         other => Err(format!(
             "device {other:?} is not in this build: GPU backends need their cargo feature \
-             (`--features cuda` for --device cuda); CPU: --device cpu"
+             (`--features cuda` for --device cuda, `--features vulkan` for --device vulkan); CPU: --device cpu"
         )),
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! - [`SamudraConfig`] and [`Samudra`]: the dilated ConvNeXt U-Net (`v1`, `v2`, `v2_highres`, `tiny`).
 //! - [`Trainer`]: rollout training with masked per-channel MSE, Adam, cosine schedule, gradient
-//!   clipping and accumulation, EMA weights for validation, checkpoints.
+//!   clipping and accumulation, a stop on a non-finite loss or gradient norm, dynamic loss weights,
+//!   EMA weights for validation, checkpoints.
 //!
 //! ```
 //! use burn::module::Module;
@@ -17,4 +18,4 @@ pub mod model;
 pub mod train;
 
 pub use model::{NormKind, Samudra, SamudraConfig, UpsampleKind};
-pub use train::{DynamicLoss, EpochReport, Predictor, TrainConfig, Trainer, cosine_lr, rollout_loss};
+pub use train::{DynamicLoss, EpochReport, Predictor, TrainConfig, Trainer, cosine_lr, grad_norm, rollout_loss};

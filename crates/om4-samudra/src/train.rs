@@ -32,15 +32,17 @@ pub enum Error {
     /// Planning failed.
     #[error(transparent)]
     Plan(#[from] om4_batch::Error),
-    /// The loss or a gradient is NaN or infinite.
-    #[error("non-finite loss {loss} at epoch {epoch}, batch {batch}: training stopped")]
+    /// The loss or the gradient norm is NaN or infinite.
+    #[error("non-finite {what} ({value}) at epoch {epoch}, batch {batch}: training stopped")]
     NonFinite {
+        /// `loss` or `gradient norm`.
+        what: &'static str,
         /// Epoch.
         epoch: usize,
         /// Batch in the epoch.
         batch: usize,
-        /// The loss value.
-        loss: f32,
+        /// The offending value.
+        value: f32,
     },
     /// Reading or writing a checkpoint failed.
     #[error("checkpoint {path}: {reason}")]
@@ -243,6 +245,28 @@ impl Ema {
     pub fn model(&self) -> &Samudra {
         &self.model
     }
+}
+
+/// The global L2 norm of a model's gradients (what clipping by norm measures), read back once.
+pub fn grad_norm<M: Module>(model: &M, grads: &GradientsParams) -> f32 {
+    struct SumSquares<'a> {
+        grads: &'a GradientsParams,
+        total: Option<Tensor<1>>,
+    }
+    impl ModuleVisitor for SumSquares<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(g) = self.grads.get::<D>(param.id) {
+                let s = g.powi_scalar(2).sum();
+                self.total = Some(match self.total.take() {
+                    Some(t) => t + s,
+                    None => s,
+                });
+            }
+        }
+    }
+    let mut v = SumSquares { grads, total: None };
+    model.visit(&mut v);
+    v.total.map_or(0.0, |t| t.sqrt().into_scalar::<f32>())
 }
 
 /// Cosine annealing to 0 over `epochs`, stepped once per epoch (epoch 1 uses the peak).
@@ -456,9 +480,13 @@ impl Trainer {
             };
             let value = loss.clone().into_scalar::<f32>();
             if !value.is_finite() {
-                return Err(Error::NonFinite { epoch, batch: k, loss: value });
+                return Err(Error::NonFinite { what: "loss", epoch, batch: k, value });
             }
             let grads = GradientsParams::from_grads((loss / micro as f64).backward(), &self.model);
+            let norm = grad_norm(&self.model, &grads);
+            if !norm.is_finite() {
+                return Err(Error::NonFinite { what: "gradient norm", epoch, batch: k, value: norm });
+            }
             accum.accumulate(&self.model, grads);
             pending += 1;
             if pending == micro || k + 1 == total {
@@ -593,6 +621,20 @@ mod tests {
         d.update(&[1.0, 1e-12], 1);
         assert_eq!(d.scales, vec![1.0, (24.0 + 20.0) / 25.0]);
         assert_eq!(d.tiled(2), vec![1.0, 44.0 / 25.0, 1.0, 44.0 / 25.0]);
+    }
+
+    #[test]
+    fn gradient_norm_is_global_l2_and_flags_nan() {
+        use burn::nn::conv::Conv2dConfig;
+        let device = Device::flex().autodiff();
+        let conv = Conv2dConfig::new([1, 1], [1, 1]).init(&device);
+        let x = Tensor::<4>::full([1, 1, 2, 2], 2.0, &device);
+        let grads = GradientsParams::from_grads(conv.forward(x).sum().backward(), &conv);
+        // d/dw = Σx = 8, d/db = 4 cells → √(64 + 16)
+        assert!((grad_norm(&conv, &grads) - 80f32.sqrt()).abs() < 1e-5);
+        let nan = Tensor::<4>::full([1, 1, 2, 2], f32::NAN, &device);
+        let grads = GradientsParams::from_grads(conv.forward(nan).sum().backward(), &conv);
+        assert!(!grad_norm(&conv, &grads).is_finite());
     }
 
     #[test]
