@@ -363,6 +363,8 @@ impl Trainer {
             });
         }
         let device = device.autodiff();
+        // Seeded initialization: the same config trains the same network.
+        device.seed(config.rand_seed);
         let states = config.hist + 1;
         let spec = WindowSpec::new(config.hist, config.steps, config.data_stride)?;
         let (ts, te) = &config.train_time;
