@@ -28,7 +28,7 @@ fn pipeline(c: &mut Criterion) {
     let probe = loader(0);
     let t0 = Instant::now();
     let mut n = 0u32;
-    for batch in probe.epoch(1).take(8) {
+    for batch in probe.epoch(1).expect("epoch").take(8) {
         batch.expect("batch");
         n += 1;
     }
@@ -45,7 +45,7 @@ fn pipeline(c: &mut Criterion) {
                 let mut total = Duration::ZERO;
                 for i in 0..iters {
                     let t = Instant::now();
-                    for batch in l.epoch(i + 1) {
+                    for batch in l.epoch(i + 1).expect("epoch") {
                         let batch = batch.expect("batch");
                         telemetry.push(batch.telemetry);
                         std::thread::sleep(load); // the "model step"

@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1)?, source.time_len())?;
     let loader = Loader::new(source, space, Schedule::training(batch, 15, None)?, loading, Device::flex());
     let mut telemetry = Vec::new();
-    for b in loader.epoch(1).take(max_batches) {
+    for b in loader.epoch(1)?.take(max_batches) {
         telemetry.push(b?.telemetry);
     }
     let s = EpochSummary::of(&telemetry);

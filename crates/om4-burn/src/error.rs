@@ -18,6 +18,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A loader thread could not be started.
+    #[error("cannot start the loader's {thread} thread")]
+    Spawn {
+        /// Which thread.
+        thread: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The producer thread panicked while reading batch `batch` of the epoch.
     #[error("the loader's producer thread panicked at batch {batch}: {message}")]
     ProducerPanic {

@@ -25,7 +25,7 @@
 //! let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(2)?)?);
 //! let space = SampleSpace::single(WindowSpec::new(1, 2, 1)?, source.time_len())?;
 //! let loader = Loader::new(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::flex());
-//! for batch in loader.epoch(1) {
+//! for batch in loader.epoch(1)? {
 //!     let batch = batch?;
 //!     assert_eq!(batch.batch.steps[0].input.dims(), [2, 2 * (9 + 3), 8, 16]);
 //! }

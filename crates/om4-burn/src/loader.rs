@@ -118,7 +118,10 @@ impl<S: BatchSource> Loader<S> {
     }
 
     /// Starts reading epoch `epoch` (1-based, as Samudra counts).
-    pub fn epoch(&self, epoch: u64) -> EpochIter {
+    ///
+    /// # Errors
+    /// [`Error::Spawn`] when a loader thread cannot be started.
+    pub fn epoch(&self, epoch: u64) -> Result<EpochIter> {
         let batches = self.schedule.epoch(&self.space.groups(), epoch);
         let total = batches.len();
         let depth = self.config.prefetch_batches;
@@ -154,7 +157,7 @@ impl<S: BatchSource> Loader<S> {
         };
         if depth == 0 {
             iter.feed = Feed::Inline(Box::new(produce));
-            return iter;
+            return Ok(iter);
         }
         let (host_tx, host_rx) = bounded::<Result<Ready>>(depth);
         let reader = std::thread::Builder::new()
@@ -167,7 +170,7 @@ impl<S: BatchSource> Loader<S> {
                     }
                 }
             })
-            .expect("spawning the loader thread");
+            .map_err(|source| Error::Spawn { thread: "loader", source })?;
         iter.threads.push(reader);
         iter.feed = Feed::Channel(if self.config.prefetch_to_device {
             let (dev_tx, dev_rx) = bounded::<Result<Ready>>(1);
@@ -187,13 +190,13 @@ impl<S: BatchSource> Loader<S> {
                         }
                     }
                 })
-                .expect("spawning the upload thread");
+                .map_err(|source| Error::Spawn { thread: "upload", source })?;
             iter.threads.push(uploader);
             dev_rx
         } else {
             host_rx
         });
-        iter
+        Ok(iter)
     }
 }
 

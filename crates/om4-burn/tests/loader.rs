@@ -59,7 +59,7 @@ fn device_batches_equal_host_reference_bit_for_bit() {
                         let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
                         let expected_order = schedule.epoch(&space.groups(), 1);
                         let mut n = 0;
-                        for (k, batch) in loader.epoch(1).enumerate() {
+                        for (k, batch) in loader.epoch(1).unwrap().enumerate() {
                             let batch = batch.unwrap();
                             assert_eq!(batch.samples, expected_order[k], "schedule order");
                             let host = reference(&src, &space, &batch.samples);
@@ -122,7 +122,7 @@ fn read_error_at_batch_k_yields_earlier_batches_then_error_then_end() {
             let k = 3;
             let (loader, groups) = faulty_loader(k * 2 + 1, panic, prefetch, to_device);
             assert_eq!(groups, 2);
-            let mut it = loader.epoch(1);
+            let mut it = loader.epoch(1).unwrap();
             for _ in 0..k {
                 assert!(it.next().unwrap().is_ok());
             }
@@ -152,15 +152,15 @@ fn early_drop_and_exhaustion_release_everything() {
     let total = loader.len();
     assert!(total >= 5);
     // exhaustion
-    assert_eq!(loader.epoch(1).filter(Result::is_ok).count(), total);
+    assert_eq!(loader.epoch(1).unwrap().filter(Result::is_ok).count(), total);
     // drop mid-epoch, with batches queued and a read in flight
-    let mut it = loader.epoch(2);
+    let mut it = loader.epoch(2).unwrap();
     let first = it.next().unwrap().unwrap();
     drop(it);
     drop(first);
     assert_eq!(loader.buffers().leased(), 0);
     // drop before the first batch is taken
-    drop(loader.epoch(3));
+    drop(loader.epoch(3).unwrap());
     assert_eq!(loader.buffers().leased(), 0);
     assert!(loader.buffers().free() <= 3);
 }
@@ -172,8 +172,8 @@ fn epochs_follow_the_schedule_and_differ() {
     let space = SampleSpace::single(WindowSpec::new(1, 1, 1).unwrap(), src.time_len()).unwrap();
     let schedule = Schedule::training(2, 11, None).unwrap();
     let loader = Loader::new(src, space.clone(), schedule, LoaderConfig::default(), Device::flex());
-    let e1: Vec<Vec<usize>> = loader.epoch(1).map(|b| b.unwrap().samples).collect();
-    let e2: Vec<Vec<usize>> = loader.epoch(2).map(|b| b.unwrap().samples).collect();
+    let e1: Vec<Vec<usize>> = loader.epoch(1).unwrap().map(|b| b.unwrap().samples).collect();
+    let e2: Vec<Vec<usize>> = loader.epoch(2).unwrap().map(|b| b.unwrap().samples).collect();
     assert_eq!(e1, schedule.epoch(&space.groups(), 1));
     assert_eq!(e2, schedule.epoch(&space.groups(), 2));
     assert_ne!(e1, e2);

@@ -47,7 +47,7 @@ fn thousand_random_early_drops() {
         state ^= state << 17;
         let loader = &loaders[(state % 4) as usize];
         let take = (state >> 8) as usize % (loader.len() + 1);
-        let mut it = loader.epoch(i + 1);
+        let mut it = loader.epoch(i + 1).unwrap();
         for _ in 0..take {
             it.next().expect("batch").expect("ok");
         }

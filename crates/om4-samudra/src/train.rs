@@ -465,7 +465,7 @@ impl Trainer {
         let mut pending = 0;
         let (mut loss_sum, mut samples, mut telemetry) = (0.0f64, 0usize, Vec::with_capacity(total));
         let micro = self.config.grad_accumulation;
-        for (k, batch) in self.train.epoch(epoch as u64).enumerate() {
+        for (k, batch) in self.train.epoch(epoch as u64)?.enumerate() {
             let batch = batch?;
             let masked = Masked { model: &self.model, land: self.land.clone() };
             let per_channel = rollout_loss(&masked, &batch.batch, &self.label_mask, self.prognostic_inputs);
@@ -507,7 +507,7 @@ impl Trainer {
         let train_wall = t0.elapsed();
         let ema = self.ema.model().clone();
         let (mut val_sum, mut val_n) = (0.0f64, 0usize);
-        for batch in self.val.epoch(epoch as u64) {
+        for batch in self.val.epoch(epoch as u64)? {
             let batch = batch?;
             val_sum += f64::from(self.eval_loss(&ema, &batch.batch));
             val_n += 1;

@@ -120,7 +120,7 @@ fn rollout_feeds_predictions_back_with_true_boundaries() {
         LoaderConfig::default(),
         Device::flex(),
     );
-    let batch = loader.epoch(1).next().unwrap().unwrap().batch;
+    let batch = loader.epoch(1).unwrap().next().unwrap().unwrap().batch;
     let prog = 2 * 9;
     let stub = Recorder { outputs: prog, inputs: RefCell::new(Vec::new()) };
     let mask = Tensor::<4>::ones([1, prog, 16, 32], &Device::flex());
