@@ -136,19 +136,13 @@ impl<S: BatchSource> Loader<S> {
             let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, &buffers, indices)));
             Some(match result {
                 Ok(r) => r.map(Ready::Host),
-                Err(panic) => {
-                    let message = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "unknown panic".into());
-                    Err(Error::ProducerPanic { batch: k, message })
-                }
+                Err(panic) => Err(Error::ProducerPanic { batch: k, message: panic_message(&*panic) }),
             })
         };
         let mut iter = EpochIter {
             feed: Feed::Closed,
             threads: Vec::new(),
+            total,
             remaining: total,
             finished: false,
             device: self.device.clone(),
@@ -179,10 +173,12 @@ impl<S: BatchSource> Loader<S> {
             let uploader = std::thread::Builder::new()
                 .name("om4-upload".into())
                 .spawn(move || {
-                    for item in host_rx {
-                        let item = item.map(|r| match r {
-                            Ready::Host(h) => Ready::Device(to_device(h, &preps, grid, &device)),
-                            device_ready => device_ready,
+                    for (k, item) in host_rx.into_iter().enumerate() {
+                        let item = item.and_then(|r| match r {
+                            Ready::Host(h) => catch_unwind(AssertUnwindSafe(|| to_device(h, &preps, grid, &device)))
+                                .map(Ready::Device)
+                                .map_err(|panic| Error::ProducerPanic { batch: k, message: panic_message(&*panic) }),
+                            device_ready => Ok(device_ready),
                         });
                         let failed = item.is_err();
                         if dev_tx.send(item).is_err() || failed {
@@ -198,6 +194,14 @@ impl<S: BatchSource> Loader<S> {
         });
         Ok(iter)
     }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 fn read_batch<S: BatchSource + ?Sized>(
@@ -250,6 +254,7 @@ enum Feed {
 pub struct EpochIter {
     feed: Feed,
     threads: Vec<JoinHandle<()>>,
+    total: usize,
     remaining: usize,
     finished: bool,
     device: Device,
@@ -303,7 +308,14 @@ impl Iterator for EpochIter {
             }
             None => {
                 self.finished = true;
-                None
+                // A thread that ends before the schedule does, without an error, must not look
+                // like a short epoch.
+                (self.remaining > 0).then(|| {
+                    Err(Error::ProducerPanic {
+                        batch: self.total - self.remaining,
+                        message: "a loader thread ended before the epoch did".into(),
+                    })
+                })
             }
         }
     }

@@ -178,3 +178,50 @@ fn epochs_follow_the_schedule_and_differ() {
     assert_eq!(e2, schedule.epoch(&space.groups(), 2));
     assert_ne!(e1, e2);
 }
+
+/// Hands the upload thread statistics for the wrong channels, so preparing a batch panics there.
+#[derive(Debug)]
+struct WrongStats {
+    inner: Arc<Om4Source>,
+    preps: Vec<Preparation>,
+}
+
+impl BatchSource for WrongStats {
+    fn grid(&self) -> om4_batch::Grid {
+        self.inner.grid()
+    }
+    fn time_len(&self) -> usize {
+        self.inner.time_len()
+    }
+    fn channels(&self) -> Vec<usize> {
+        self.inner.channels()
+    }
+    fn roles(&self) -> om4_batch::Roles {
+        self.inner.roles()
+    }
+    fn preparations(&self) -> &[Preparation] {
+        &self.preps
+    }
+    fn read_group(&self, group: &om4_batch::ReadGroup, out: &mut [f32]) -> om4_burn::Result<()> {
+        self.inner.read_group(group, out)
+    }
+}
+
+#[test]
+fn a_panic_in_the_upload_thread_is_an_error_not_a_short_epoch() {
+    let f = fixture(true);
+    let src = source(&f);
+    let prog = src.preparations()[0].clone();
+    let wrong = Arc::new(WrongStats { inner: Arc::clone(&src), preps: vec![prog.clone(), prog] });
+    let space = SampleSpace::single(WindowSpec::new(1, 1, 1).unwrap(), src.time_len()).unwrap();
+    let config = LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, prefetch_to_device: true };
+    let loader = Loader::new(wrong, space, Schedule::validation(2, 1, None).unwrap(), config, Device::flex());
+    let mut it = loader.epoch(1).unwrap();
+    match it.next() {
+        Some(Err(Error::ProducerPanic { batch: 0, .. })) => {}
+        other => panic!("expected a producer panic at batch 0, got {other:?}"),
+    }
+    assert!(it.next().is_none());
+    drop(it);
+    assert_eq!(loader.buffers().leased(), 0);
+}

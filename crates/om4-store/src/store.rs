@@ -251,8 +251,8 @@ impl Om4Store {
         let mut names = Vec::new();
         for info in self.arrays.values().filter(|a| Self::is_data_array(a)) {
             if info.shape.len() == 4 {
-                let lev_axis = usize::from(info.dims.as_ref().is_some_and(|d| LEV.contains(&d[0].as_str())));
-                let lev_axis = if lev_axis == 1 { 0 } else { 1 };
+                let lev_first = info.dims.as_ref().is_some_and(|d| LEV.contains(&d[0].as_str()));
+                let lev_axis = if lev_first { 0 } else { 1 };
                 names.extend((0..info.shape[lev_axis]).map(|k| format!("{}_{k}", info.name)));
             } else if let (Some((var, depth)), Some(lev)) = (split_legacy(&info.name), self.lev.as_ref()) {
                 match lev.iter().position(|&d| (d - depth).abs() < 1e-6) {
