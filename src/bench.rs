@@ -30,6 +30,12 @@ pub(crate) struct ReadArgs {
     /// Seed of the window positions.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Explicit first time steps of the windows (overrides --windows and --seed).
+    #[arg(long, value_delimiter = ',')]
+    starts: Vec<usize>,
+    /// Write the first window's planes to this .npy, (steps, channels, y, x), for comparisons.
+    #[arg(long)]
+    check_out: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -61,6 +67,9 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
     if a.steps == 0 || a.steps > t || a.windows == 0 || a.repeats == 0 {
         bail!("need 1 ≤ steps ≤ {t} time steps, and at least one window and repeat");
     }
+    if let Some(&s) = a.starts.iter().find(|&&s| s + a.steps > t) {
+        bail!("window start {s} + {} steps runs past the {t} time steps", a.steps);
+    }
     let threads = a.threads.unwrap_or_else(crate::num_threads);
     let pool = ReadPool::new(threads)?;
     let sel = Selection { rows: 0..t };
@@ -72,7 +81,11 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     };
-    let starts: Vec<usize> = (0..a.windows).map(|_| (next() % (t - a.steps + 1) as u64) as usize).collect();
+    let starts: Vec<usize> = if a.starts.is_empty() {
+        (0..a.windows).map(|_| (next() % (t - a.steps + 1) as u64) as usize).collect()
+    } else {
+        a.starts.clone()
+    };
     let plane = set.grid().plane();
     let mut buf = vec![0f32; a.steps * set.len() * plane];
     let pass = |buf: &mut [f32]| -> Result<()> {
@@ -82,6 +95,12 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
         }
         Ok(())
     };
+    if let Some(path) = &a.check_out {
+        let first: Vec<usize> = (starts[0]..starts[0] + a.steps).collect();
+        store.read_into(&pool, &set, &sel, &first, &mut buf)?;
+        let g = set.grid();
+        crate::npy::write_f32(path, &[a.steps, set.len(), g.y, g.x], &buf)?;
+    }
     pass(&mut buf)?; // warm-up: page cache and allocator
     let load_before = load_average();
     let cpu0 = cpu_seconds();
@@ -92,7 +111,7 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
         secs.push(t0.elapsed().as_secs_f64());
     }
     let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| b - a);
-    let planes = (a.windows * a.steps * set.len()) as f64;
+    let planes = (starts.len() * a.steps * set.len()) as f64;
     let bytes = planes * plane as f64 * 4.0;
     let mut gbs: Vec<f64> = secs.iter().map(|s| bytes / s / 1e9).collect();
     let best = gbs.iter().copied().fold(0.0, f64::max);
@@ -100,7 +119,7 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
     let total_gb = bytes * a.repeats as f64 / 1e9;
     let report = json!({
         "store": a.store, "channels": set.len(), "grid": [set.grid().y, set.grid().x], "steps": a.steps,
-        "windows": a.windows, "repeats": a.repeats, "threads": threads, "bytes_per_repeat": bytes,
+        "windows": starts.len(), "starts": starts, "repeats": a.repeats, "threads": threads, "bytes_per_repeat": bytes,
         "gb_per_s_best": best, "gb_per_s_median": med,
         "planes_per_s_best": best * 1e9 / (plane as f64 * 4.0), "planes_per_s_median": med * 1e9 / (plane as f64 * 4.0),
         "cpu_seconds_per_gb": cpu.map(|c| c / total_gb), "load_average_before": load_before, "load_average_after": load_average(),
@@ -114,7 +133,7 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
              {:.0} planes/s median; load {}",
             set.len(),
             a.steps,
-            a.windows,
+            starts.len(),
             bytes / 1e6,
             med * 1e9 / (plane as f64 * 4.0),
             load_before.unwrap_or_default()

@@ -1,0 +1,234 @@
+"""Raw-window reads: om4 against the Python Zarr readers, on the same windows, in interleaved rounds.
+
+Every reader fills one reused (steps, channels, y, x) float32 buffer per window, with the channels
+in om4's order (`om4 inspect --json`). Before any timing, each reader's first window is compared
+(NaN-aware) with the planes om4 wrote for it (`om4 bench read --check-out`); a reader that differs
+is reported and not timed. Run through run.sh, which builds om4 and the pinned environment.
+"""
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def store_layout(om4, store):
+    info = json.loads(subprocess.run([om4, "inspect", store, "--json"], check=True, capture_output=True, text=True).stdout)
+    return info
+
+
+def channel_map(store, channels):
+    """channel -> (array, level or None), from what the store holds."""
+    names = set(os.listdir(store))
+    out = []
+    for c in channels:
+        if c in names:
+            out.append((c, None))
+        else:
+            var, k = c.rsplit("_", 1)
+            out.append((var, int(k)))
+    return out
+
+
+def zarr_format(store):
+    return 3 if os.path.exists(os.path.join(store, "zarr.json")) else 2
+
+
+# ----------------------------------------------------------------------------------- readers
+def reader_xarray(store, cmap, steps):
+    import xarray as xr
+
+    consolidated = os.path.exists(os.path.join(store, ".zmetadata"))
+    ds = xr.open_zarr(store, consolidated=consolidated, chunks=None, decode_times=False, mask_and_scale=False)
+
+    def read(t0, out):
+        for i, (a, k) in enumerate(cmap):
+            sel = {"time": slice(t0, t0 + steps)}
+            if k is not None:
+                sel[ds[a].dims[1]] = k
+            out[:, i] = ds[a].isel(sel).values
+
+    return read
+
+
+def reader_zarr(store, cmap, steps, zarrs_pipeline=False):
+    import zarr
+
+    if zarrs_pipeline:
+        import zarrs  # noqa: F401  (registers the pipeline)
+
+        zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})
+    else:
+        zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"})
+    g = zarr.open_group(store, mode="r")
+    arrays = {a: g[a] for a, _ in cmap}
+
+    def read(t0, out):
+        for i, (a, k) in enumerate(cmap):
+            arr = arrays[a]
+            out[:, i] = arr[t0 : t0 + steps] if k is None else arr[t0 : t0 + steps, k]
+
+    return read
+
+
+def reader_tensorstore(store, cmap, steps):
+    import tensorstore as ts
+
+    driver = "zarr3" if zarr_format(store) == 3 else "zarr"
+    ctx = ts.Context({"cache_pool": {"total_bytes_limit": 0}})
+    arrays = {
+        a: ts.open({"driver": driver, "kvstore": {"driver": "file", "path": os.path.join(store, a)}}, read=True, context=ctx).result()
+        for a, _ in cmap
+    }
+    views = {}
+
+    def read(t0, out):
+        key = out.ctypes.data
+        if key not in views:  # wrap the caller's buffer once: TensorStore decodes into it
+            views[key] = [ts.array(out[:, i], copy=False, write=True) for i in range(len(cmap))]
+        futures = []
+        for view, (a, k) in zip(views[key], cmap):
+            src = arrays[a][t0 : t0 + steps] if k is None else arrays[a][t0 : t0 + steps, k]
+            futures.append(view.write(src))
+        for f in futures:
+            f.result()
+
+    return read
+
+
+READERS = {
+    "xarray_isel_values": reader_xarray,
+    "zarr_python": reader_zarr,
+    "zarr_python+zarrs": lambda s, c, w: reader_zarr(s, c, w, zarrs_pipeline=True),
+    "tensorstore_into_buffer": reader_tensorstore,
+}
+
+
+# ------------------------------------------------------------------------------------- om4
+def om4_pass(om4, store, starts, steps, threads, check_out=None):
+    cmd = [om4, "bench", "read", store, "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", "1", "--json"]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    if check_out:
+        cmd += ["--check-out", check_out]
+    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    return r["gb_per_s_best"]
+
+
+def bench_store(args, store):
+    info = store_layout(args.om4, store)
+    channels = info["channels"]
+    cmap = channel_map(store, channels)
+    ny, nx = info["grid"]["y"], info["grid"]["x"]
+    steps = args.steps
+    t = info["time"]["steps"]
+    rng = random.Random(args.seed)
+    starts = [rng.randrange(0, t - steps + 1) for _ in range(args.windows)]
+    window_bytes = steps * len(channels) * ny * nx * 4
+    ref_path = os.path.join(args.workdir, "om4_first_window.npy")
+    om4_pass(args.om4, store, starts[:1], steps, args.threads, check_out=ref_path)
+    reference = np.load(ref_path)
+    buf = np.empty((steps, len(channels), ny, nx), dtype=np.float32)
+    readers, status = {}, {}
+    for name in args.readers:
+        try:
+            read = READERS[name](store, cmap, steps)
+            buf.fill(-1.0)
+            read(starts[0], buf)
+            if np.array_equal(buf, reference, equal_nan=True):
+                readers[name] = read
+                status[name] = "equal to om4"
+                for s in starts:  # warm-up pass
+                    read(s, buf)
+            else:
+                status[name] = "DIFFERS from om4: not timed"
+        except Exception as e:  # a reader that cannot read this store is reported, not fatal
+            status[name] = f"failed: {type(e).__name__}: {e}"
+    rounds = {"om4": []} | {n: [] for n in readers}
+    loads = []
+    for r in range(args.rounds):
+        order = ["om4"] + list(readers)
+        order = order[r % len(order):] + order[: r % len(order)]
+        for name in order:
+            loads.append(loadavg())
+            if name == "om4":
+                rounds["om4"].append(om4_pass(args.om4, store, starts, steps, args.threads))
+                continue
+            t0 = time.perf_counter()
+            for s in starts:
+                readers[name](s, buf)
+            rounds[name].append(window_bytes * len(starts) / (time.perf_counter() - t0) / 1e9)
+    result = {"store": store, "codecs": info["codecs"], "channels": len(channels), "grid": [ny, nx], "steps": steps,
+              "windows": len(starts), "rounds": args.rounds, "load_1min": {"min": min(loads), "max": max(loads)},
+              "status": status, "readers": {}}
+    for name, gbs in rounds.items():
+        ratios = [o / g for o, g in zip(rounds["om4"], gbs)]
+        result["readers"][name] = {"gb_per_s_best": max(gbs), "gb_per_s_median": statistics.median(gbs),
+                                   "om4_ratio_per_round": ratios}
+    return result
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    names = sorted({n for r in results for n in r["readers"]}, key=lambda n: (n != "om4", n))
+    width = 0.8 / max(1, len(names))
+    for j, name in enumerate(names):
+        xs, ys = [], []
+        for i, r in enumerate(results):
+            if name in r["readers"]:
+                xs.append(i + j * width)
+                ys.append(r["readers"][name]["gb_per_s_median"])
+        ax.bar(xs, ys, width, label=name)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(results))])
+    ax.set_xticklabels([f"{os.path.basename(os.path.dirname(r['store']))}\n{r['codecs'][0] if r['codecs'] else ''}" for r in results], fontsize=8)
+    ax.set_ylabel("GB/s (median of rounds, decompressed)")
+    ax.set_title("Raw windows (6 steps × all channels) into one reused buffer")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--om4", required=True)
+    p.add_argument("--store", action="append", required=True)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--windows", type=int, default=12)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--readers", default=",".join(READERS))
+    p.add_argument("--workdir", default="/tmp")
+    p.add_argument("--out", required=True)
+    p.add_argument("--plot")
+    args = p.parse_args()
+    args.readers = [r for r in args.readers.split(",") if r]
+    results = []
+    for s in args.store:
+        r = bench_store(args, s)
+        print(json.dumps(r), flush=True)
+        results.append(r)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+    if args.plot:
+        plot(results, args.plot)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
