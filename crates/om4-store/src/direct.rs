@@ -1,5 +1,5 @@
 //! Direct chunk decoding for the common OM4 case: one plane per chunk, stored as raw
-//! little-endian float32 or as one blosc frame. The chunk file is read into a reused scratch
+//! little-endian float32 or as one blosc or zstd frame. The chunk file is read into a reused scratch
 //! buffer (or, raw, straight into place) and blosc decodes straight into the caller's plane, which
 //! saves zarrs' per-chunk allocation and copy. Everything else goes through zarrs; a test checks
 //! that both paths give the same bits.
@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 
 use crate::error::BoxError;
-use crate::meta::PlainChunks;
+use crate::meta::{PlainChunks, PlainCodec};
 use crate::zarr::Axes;
 
 /// An array whose chunks are single planes of plain float32.
@@ -66,22 +66,38 @@ impl DirectArray {
         };
         let want = std::mem::size_of_val(dest);
         let len = file.metadata()?.len() as usize;
-        if !self.chunks.blosc {
+        if self.chunks.codec == PlainCodec::Raw {
             if len != want {
                 return Err(format!("holds {len} bytes, a plane needs {want}").into());
             }
             file.read_exact(bytemuck::cast_slice_mut::<f32, u8>(dest))?;
-            if cfg!(target_endian = "big") {
-                dest.iter_mut().for_each(|v| *v = f32::from_bits(u32::from_le(v.to_bits())));
-            }
+            from_little_endian(dest);
             return Ok(());
         }
         SCRATCH.with_borrow_mut(|scratch| {
             scratch.clear();
             scratch.reserve(len);
             file.read_to_end(scratch)?;
-            blosc::decompress_into(scratch, bytemuck::cast_slice_mut::<f32, u8>(dest))
+            let bytes = bytemuck::cast_slice_mut::<f32, u8>(dest);
+            match self.chunks.codec {
+                PlainCodec::Blosc => blosc::decompress_into(scratch, bytes)?,
+                _ => {
+                    let n = zstd::bulk::decompress_to_buffer(scratch, bytes)?;
+                    if n != bytes.len() {
+                        return Err(format!("zstd frame decodes to {n} bytes, a plane needs {}", bytes.len()).into());
+                    }
+                }
+            }
+            from_little_endian(dest);
+            Ok(())
         })
+    }
+}
+
+/// Chunks hold little-endian floats; a no-op on little-endian machines.
+fn from_little_endian(values: &mut [f32]) {
+    if cfg!(target_endian = "big") {
+        values.iter_mut().for_each(|v| *v = f32::from_bits(u32::from_le(v.to_bits())));
     }
 }
 

@@ -65,11 +65,22 @@ pub struct ArrayInfo {
     pub(crate) plain: Option<PlainChunks>,
 }
 
+/// How a plain chunk's bytes are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlainCodec {
+    /// Raw little-endian float32.
+    Raw,
+    /// One blosc frame.
+    Blosc,
+    /// One zstd frame.
+    Zstd,
+}
+
 /// Layout of chunks simple enough to decode directly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PlainChunks {
-    /// One blosc frame per chunk (else raw bytes).
-    pub(crate) blosc: bool,
+    /// How each chunk is stored.
+    pub(crate) codec: PlainCodec,
     /// Text before the chunk indices (`c/` for v3 default keys).
     pub(crate) prefix: String,
     /// Separator between chunk indices.
@@ -237,17 +248,21 @@ fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<Arra
     }
     let raw_dtype = meta.get("dtype").and_then(Value::as_str).unwrap_or("");
     let no_filters = meta.get("filters").is_none_or(|f| f.is_null() || f.as_array().is_some_and(Vec::is_empty));
-    let compressor = meta.get("compressor").filter(|c| !c.is_null());
-    let blosc = compressor.map(|c| c.get("id").and_then(Value::as_str) == Some("blosc"));
-    let plain = (raw_dtype == "<f4"
-        && no_filters
-        && meta.get("order").and_then(Value::as_str).unwrap_or("C") == "C"
-        && blosc != Some(false))
-    .then(|| PlainChunks {
-        blosc: blosc == Some(true),
-        prefix: String::new(),
-        separator: meta.get("dimension_separator").and_then(Value::as_str).unwrap_or(".").to_string(),
-    });
+    let codec = match meta.get("compressor").filter(|c| !c.is_null()) {
+        None => Some(PlainCodec::Raw),
+        Some(c) => match c.get("id").and_then(Value::as_str) {
+            Some("blosc") => Some(PlainCodec::Blosc),
+            Some("zstd") => Some(PlainCodec::Zstd),
+            _ => None,
+        },
+    };
+    let plain = codec
+        .filter(|_| raw_dtype == "<f4" && no_filters && meta.get("order").and_then(Value::as_str).unwrap_or("C") == "C")
+        .map(|codec| PlainChunks {
+            codec,
+            prefix: String::new(),
+            separator: meta.get("dimension_separator").and_then(Value::as_str).unwrap_or(".").to_string(),
+        });
     Ok(ArrayInfo {
         plain,
         name: name.to_string(),
@@ -294,13 +309,17 @@ fn describe_v3_codecs(codecs: &[Value]) -> (Vec<String>, Option<Vec<u64>>, Strin
     (out, inner, order)
 }
 
-/// Plain chunks of a v3 array: `bytes` (little endian) alone or followed by `blosc`, regular keys.
+/// Plain chunks of a v3 array: `bytes` (little endian) alone or followed by `blosc` or `zstd`, regular keys.
 fn plain_v3(meta: &Value, dtype: &str, codecs: &[Value]) -> Option<PlainChunks> {
     let name = |c: &Value| c.get("name").and_then(Value::as_str).map(str::to_string);
     let little = |c: &Value| c.pointer("/configuration/endian").and_then(Value::as_str).is_none_or(|e| e == "little");
-    let blosc = match codecs {
-        [b] if name(b).as_deref() == Some("bytes") && little(b) => false,
-        [b, z] if name(b).as_deref() == Some("bytes") && little(b) && name(z).as_deref() == Some("blosc") => true,
+    let codec = match codecs {
+        [b] if name(b).as_deref() == Some("bytes") && little(b) => PlainCodec::Raw,
+        [b, z] if name(b).as_deref() == Some("bytes") && little(b) => match name(z).as_deref() {
+            Some("blosc") => PlainCodec::Blosc,
+            Some("zstd") => PlainCodec::Zstd,
+            _ => return None,
+        },
         _ => return None,
     };
     if dtype != "float32" || meta.get("storage_transformers").and_then(Value::as_array).is_some_and(|t| !t.is_empty()) {
@@ -317,9 +336,9 @@ fn plain_v3(meta: &Value, dtype: &str, codecs: &[Value]) -> Option<PlainChunks> 
     match encoding.and_then(|e| e.get("name")).and_then(Value::as_str).unwrap_or("default") {
         "default" => {
             let separator = sep("/");
-            Some(PlainChunks { blosc, prefix: format!("c{separator}"), separator })
+            Some(PlainChunks { codec, prefix: format!("c{separator}"), separator })
         }
-        "v2" => Some(PlainChunks { blosc, prefix: String::new(), separator: sep(".") }),
+        "v2" => Some(PlainChunks { codec, prefix: String::new(), separator: sep(".") }),
         _ => None,
     }
 }
