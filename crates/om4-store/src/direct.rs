@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 
 use crate::error::BoxError;
-use crate::meta::{PlainChunks, PlainCodec};
+use crate::meta::{PlainChunks, PlainCodec, ShardLayout};
 use crate::zarr::Axes;
 
 /// An array whose chunks are single planes of plain float32.
@@ -30,14 +30,32 @@ impl DirectArray {
         Self { dir, chunks, axes }
     }
 
-    fn chunk_path(&self, row: u64, level: u64) -> PathBuf {
-        let idx: Vec<String> = match self.axes {
-            Axes::TimeYX => vec![row.to_string(), "0".into(), "0".into()],
-            Axes::TimeLevYX => vec![row.to_string(), level.to_string(), "0".into(), "0".into()],
-            Axes::LevTimeYX => vec![level.to_string(), row.to_string(), "0".into(), "0".into()],
+    /// Array indices of the plane's first element.
+    fn plane_index(&self, row: u64, level: u64) -> Vec<u64> {
+        match self.axes {
+            Axes::TimeYX => vec![row, 0, 0],
+            Axes::TimeLevYX => vec![row, level, 0, 0],
+            Axes::LevTimeYX => vec![level, row, 0, 0],
+        }
+    }
+
+    /// The file holding the plane, and (sharded) the inner chunk's number in it.
+    fn locate(&self, row: u64, level: u64) -> (PathBuf, Option<u64>) {
+        let index = self.plane_index(row, level);
+        let (file_index, inner) = match &self.chunks.shard {
+            None => (index, None),
+            Some(s) => {
+                let shard: Vec<u64> = index.iter().zip(&s.outer).map(|(i, o)| i / o).collect();
+                // C-order number of the inner chunk within its shard
+                let mut n = 0;
+                for ((i, o), c) in index.iter().zip(&s.outer).zip(&s.inner) {
+                    n = n * (o / c) + (i % o) / c;
+                }
+                (shard, Some(n))
+            }
         };
-        let key = format!("{}{}", self.chunks.prefix, idx.join(&self.chunks.separator));
-        self.dir.join(key)
+        let key: Vec<String> = file_index.iter().map(u64::to_string).collect();
+        (self.dir.join(format!("{}{}", self.chunks.prefix, key.join(&self.chunks.separator))), inner)
     }
 
     /// Decodes the planes of `levels` at time `row` (one plane for a `(time, y, x)` array) into `out`.
@@ -48,13 +66,13 @@ impl DirectArray {
         };
         let plane = out.len() / n.max(1);
         for (k, dest) in out.chunks_exact_mut(plane).enumerate() {
-            let path = self.chunk_path(row, levels.start + k as u64);
-            self.read_plane(&path, dest).map_err(|e| format!("chunk {}: {e}", path.display()))?;
+            let (path, inner) = self.locate(row, levels.start + k as u64);
+            self.read_plane(&path, inner, dest).map_err(|e| format!("chunk {}: {e}", path.display()))?;
         }
         Ok(())
     }
 
-    fn read_plane(&self, path: &std::path::Path, dest: &mut [f32]) -> Result<(), BoxError> {
+    fn read_plane(&self, path: &std::path::Path, inner: Option<u64>, dest: &mut [f32]) -> Result<(), BoxError> {
         let mut file = match std::fs::File::open(path) {
             Ok(f) => f,
             // A missing chunk holds the fill value, NaN.
@@ -65,6 +83,9 @@ impl DirectArray {
             Err(e) => return Err(e.into()),
         };
         let want = std::mem::size_of_val(dest);
+        if let (Some(layout), Some(n)) = (&self.chunks.shard, inner) {
+            return self.read_inner(&file, layout, n, dest);
+        }
         let len = file.metadata()?.len() as usize;
         if self.chunks.codec == PlainCodec::Raw {
             if len != want {
@@ -78,19 +99,84 @@ impl DirectArray {
             scratch.clear();
             scratch.reserve(len);
             file.read_to_end(scratch)?;
-            let bytes = bytemuck::cast_slice_mut::<f32, u8>(dest);
-            match self.chunks.codec {
-                PlainCodec::Blosc => blosc::decompress_into(scratch, bytes)?,
-                _ => {
-                    let n = zstd::bulk::decompress_to_buffer(scratch, bytes)?;
-                    if n != bytes.len() {
-                        return Err(format!("zstd frame decodes to {n} bytes, a plane needs {}", bytes.len()).into());
-                    }
+            self.decode(scratch, dest)
+        })
+    }
+
+    /// Reads inner chunk `n` of a shard through the shard's index.
+    #[cfg(not(unix))]
+    fn read_inner(&self, _: &std::fs::File, _: &ShardLayout, _: u64, _: &mut [f32]) -> Result<(), BoxError> {
+        Err("direct shard reads need positioned reads (unix)".into())
+    }
+
+    /// Reads inner chunk `n` of a shard through the shard's index.
+    #[cfg(unix)]
+    fn read_inner(&self, file: &std::fs::File, layout: &ShardLayout, n: u64, dest: &mut [f32]) -> Result<(), BoxError> {
+        use std::os::unix::fs::FileExt;
+        let len = file.metadata()?.len();
+        let index_len = layout.index_len();
+        if len < index_len {
+            return Err(format!("shard of {len} bytes is shorter than its {index_len}-byte index").into());
+        }
+        let index_at = if layout.index_at_end { len - index_len } else { 0 };
+        let mut index = vec![0u8; index_len as usize];
+        file.read_exact_at(&mut index, index_at)?;
+        if layout.crc {
+            let (body, sum) = index.split_at(index.len() - 4);
+            let stored = u32::from_le_bytes(sum.try_into().expect("4 bytes"));
+            if crc32c::crc32c(body) != stored {
+                return Err("shard index checksum mismatch (corrupt shard)".into());
+            }
+        }
+        let entry = &index[(n * 16) as usize..(n * 16 + 16) as usize];
+        let offset = u64::from_le_bytes(entry[..8].try_into().expect("8 bytes"));
+        let size = u64::from_le_bytes(entry[8..].try_into().expect("8 bytes"));
+        if offset == u64::MAX && size == u64::MAX {
+            dest.fill(f32::NAN); // an empty inner chunk holds the fill value
+            return Ok(());
+        }
+        if offset.checked_add(size).is_none_or(|end| end > len) {
+            return Err(format!("inner chunk {n} at {offset}+{size} lies outside the {len}-byte shard").into());
+        }
+        if self.chunks.codec == PlainCodec::Raw {
+            if size as usize != std::mem::size_of_val(dest) {
+                return Err(format!(
+                    "inner chunk {n} holds {size} bytes, a plane needs {}",
+                    std::mem::size_of_val(dest)
+                )
+                .into());
+            }
+            file.read_exact_at(bytemuck::cast_slice_mut::<f32, u8>(dest), offset)?;
+            from_little_endian(dest);
+            return Ok(());
+        }
+        SCRATCH.with_borrow_mut(|scratch| {
+            scratch.resize(size as usize, 0);
+            file.read_exact_at(scratch, offset)?;
+            self.decode(scratch, dest)
+        })
+    }
+
+    /// Decodes one compressed chunk (blosc or zstd frame) into `dest`.
+    fn decode(&self, frame: &[u8], dest: &mut [f32]) -> Result<(), BoxError> {
+        let bytes = bytemuck::cast_slice_mut::<f32, u8>(dest);
+        match self.chunks.codec {
+            PlainCodec::Blosc => blosc::decompress_into(frame, bytes)?,
+            PlainCodec::Zstd => {
+                let n = zstd::bulk::decompress_to_buffer(frame, bytes)?;
+                if n != bytes.len() {
+                    return Err(format!("zstd frame decodes to {n} bytes, a plane needs {}", bytes.len()).into());
                 }
             }
-            from_little_endian(dest);
-            Ok(())
-        })
+            PlainCodec::Raw => {
+                if frame.len() != bytes.len() {
+                    return Err(format!("holds {} bytes, a plane needs {}", frame.len(), bytes.len()).into());
+                }
+                bytes.copy_from_slice(frame);
+            }
+        }
+        from_little_endian(dest);
+        Ok(())
     }
 }
 

@@ -85,6 +85,32 @@ pub(crate) struct PlainChunks {
     pub(crate) prefix: String,
     /// Separator between chunk indices.
     pub(crate) separator: String,
+    /// Set for a v3 sharded array: chunks live inside shard files.
+    pub(crate) shard: Option<ShardLayout>,
+}
+
+/// Where inner chunks sit in a shard file (`sharding_indexed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShardLayout {
+    /// Shard shape (the outer chunk grid).
+    pub(crate) outer: Vec<u64>,
+    /// Inner chunk shape.
+    pub(crate) inner: Vec<u64>,
+    /// Index after the chunks (else before).
+    pub(crate) index_at_end: bool,
+    /// The index ends with a crc32c checksum.
+    pub(crate) crc: bool,
+}
+
+impl ShardLayout {
+    /// Inner chunks per shard.
+    pub(crate) fn chunks(&self) -> u64 {
+        self.outer.iter().zip(&self.inner).map(|(o, i)| o / i).product()
+    }
+    /// Index length in bytes.
+    pub(crate) fn index_len(&self) -> u64 {
+        self.chunks() * 16 + if self.crc { 4 } else { 0 }
+    }
 }
 
 impl ArrayInfo {
@@ -262,6 +288,7 @@ fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<Arra
             codec,
             prefix: String::new(),
             separator: meta.get("dimension_separator").and_then(Value::as_str).unwrap_or(".").to_string(),
+            shard: None,
         });
     Ok(ArrayInfo {
         plain,
@@ -313,6 +340,29 @@ fn describe_v3_codecs(codecs: &[Value]) -> (Vec<String>, Option<Vec<u64>>, Strin
 fn plain_v3(meta: &Value, dtype: &str, codecs: &[Value]) -> Option<PlainChunks> {
     let name = |c: &Value| c.get("name").and_then(Value::as_str).map(str::to_string);
     let little = |c: &Value| c.pointer("/configuration/endian").and_then(Value::as_str).is_none_or(|e| e == "little");
+    if let [sharding] = codecs
+        && name(sharding).as_deref() == Some("sharding_indexed")
+    {
+        let conf = sharding.get("configuration")?;
+        let inner_codecs = conf.get("codecs")?.as_array()?;
+        let index_codecs = conf.get("index_codecs").and_then(Value::as_array).cloned().unwrap_or_default();
+        let crc = match index_codecs.as_slice() {
+            [b] if name(b).as_deref() == Some("bytes") && little(b) => false,
+            [b, c] if name(b).as_deref() == Some("bytes") && little(b) && name(c).as_deref() == Some("crc32c") => true,
+            _ => return None,
+        };
+        let layout = ShardLayout {
+            outer: u64_list(meta.pointer("/chunk_grid/configuration/chunk_shape"))?,
+            inner: u64_list(conf.get("chunk_shape"))?,
+            index_at_end: conf.get("index_location").and_then(Value::as_str).unwrap_or("end") == "end",
+            crc,
+        };
+        let divides = layout.outer.len() == layout.inner.len()
+            && layout.outer.iter().zip(&layout.inner).all(|(o, i)| *i > 0 && o % i == 0);
+        let mut plain = plain_v3(meta, dtype, inner_codecs).filter(|_| divides)?;
+        plain.shard = Some(layout);
+        return Some(plain);
+    }
     let codec = match codecs {
         [b] if name(b).as_deref() == Some("bytes") && little(b) => PlainCodec::Raw,
         [b, z] if name(b).as_deref() == Some("bytes") && little(b) => match name(z).as_deref() {
@@ -336,9 +386,9 @@ fn plain_v3(meta: &Value, dtype: &str, codecs: &[Value]) -> Option<PlainChunks> 
     match encoding.and_then(|e| e.get("name")).and_then(Value::as_str).unwrap_or("default") {
         "default" => {
             let separator = sep("/");
-            Some(PlainChunks { codec, prefix: format!("c{separator}"), separator })
+            Some(PlainChunks { codec, prefix: format!("c{separator}"), separator, shard: None })
         }
-        "v2" => Some(PlainChunks { codec, prefix: String::new(), separator: sep(".") }),
+        "v2" => Some(PlainChunks { codec, prefix: String::new(), separator: sep("."), shard: None }),
         _ => None,
     }
 }

@@ -464,14 +464,17 @@ impl Om4Store {
                 Some(_) => {}
             }
             if !open.iter().any(|o| o.name == ch.array) {
+                // the unit of decoding: the chunk, or the inner chunk of a shard
+                let unit = info.inner_chunks.as_ref().unwrap_or(&info.chunks);
                 let one_plane = match axes {
-                    Axes::TimeYX => info.chunks == [1, grid[1], grid[2]],
-                    _ => info.chunks == [1, 1, grid[1], grid[2]],
+                    Axes::TimeYX => *unit == [1, grid[1], grid[2]],
+                    _ => *unit == [1, 1, grid[1], grid[2]],
                 };
+                let sharded_ok = cfg!(unix) || info.inner_chunks.is_none();
                 let direct = info
                     .plain
                     .clone()
-                    .filter(|_| one_plane && info.fill == Fill::Nan)
+                    .filter(|_| one_plane && sharded_ok && info.fill == Fill::Nan)
                     .map(|plain| DirectArray::new(self.root.join(&ch.array), plain, axes));
                 open.push(OpenArray { name: ch.array.clone(), axes, array: self.open_array(&ch.array)?, direct });
             }

@@ -61,7 +61,7 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
         let store = Om4Store::open(&paths.data).unwrap();
         // the direct path (one-plane raw or blosc chunks) and zarrs give the same bits
         let set = store.channels(&channel_names(3)).unwrap();
-        let one_plane = cfg.time_chunk == 1 && cfg.shard.is_none();
+        let one_plane = cfg.time_chunk == 1; // for sharded stores: the inner chunk
         // gzip chunks go through zarrs; raw, blosc and zstd one-plane chunks are decoded directly
         let plain = cfg.codec != SynthCodec::Gzip;
         // flat arrays, and the level-free arrays of compact stores (compact synth chunks hold every level)
@@ -362,4 +362,37 @@ fn bad_time_axis_and_bad_store() {
     assert!(matches!(Om4Store::open(&paths.data), Err(Error::Time { .. })));
     assert!(matches!(Om4Store::open(dir.path().join("nope")), Err(Error::Store { .. })));
     assert!(matches!(Om4Store::open(dir.path()), Err(Error::Store { .. })));
+}
+
+#[test]
+fn corrupt_shard_index_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = SynthConfig { format: SynthFormat::V3, shard: Some(4), codec: SynthCodec::BloscLz4, ..small(false) };
+    let paths = make(dir.path(), &cfg);
+    let store = Om4Store::open(&paths.data).unwrap();
+    let set = store.channels(&["so_2"]).unwrap();
+    assert_eq!(set.direct_arrays(), 1, "inner chunks are single planes");
+    let sel = store.select(None, None).unwrap();
+    let pool = ReadPool::new(1).unwrap();
+    let mut good = vec![0f32; 60];
+    store.read_into(&pool, &set, &sel, &[5], &mut good).unwrap();
+    // rows 4..8 live in shard 1; its index (4 × 16 bytes + crc32c) ends the file
+    let shard = paths.data.join("so_2/c/1/0/0");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let n = bytes.len();
+    bytes[n - 10] ^= 0xff;
+    std::fs::write(&shard, bytes).unwrap();
+    let mut out = vec![0f32; 60];
+    for s in [&set, &set.zarrs_only()] {
+        match store.read_into(&pool, s, &sel, &[5], &mut out) {
+            Err(Error::Read { array, row, .. }) => assert_eq!((array.as_str(), row), ("so_2", 5)),
+            other => panic!("expected a read error, got {other:?}"),
+        }
+    }
+    // the other shard still reads, and equals zarrs
+    let mut direct = vec![0f32; 60];
+    let mut via_zarrs = vec![0f32; 60];
+    store.read_into(&pool, &set, &sel, &[2], &mut direct).unwrap();
+    store.read_into(&pool, &set.zarrs_only(), &sel, &[2], &mut via_zarrs).unwrap();
+    assert_eq!(bits(&direct), bits(&via_zarrs));
 }
