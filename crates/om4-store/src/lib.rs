@@ -30,6 +30,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! Chunks (or inner chunks of v3 shards) that hold one plane as raw little-endian float32, one
+//! blosc frame or one zstd frame (the published OM4 layout) are decoded straight into the caller's
+//! buffer; every other layout is read through zarrs. Tests hold both paths to the same bits.
+//!
 //! This crate has no features. It compiles C-Blosc (via `zarrs`' `blosc-src`) and zstd.
 
 mod channel;
