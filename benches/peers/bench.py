@@ -116,14 +116,45 @@ READERS = {
 
 
 # ------------------------------------------------------------------------------------- om4
-def om4_pass(om4, store, starts, steps, threads, check_out=None):
+def om4_run(om4, store, starts, steps, threads, check_out=None):
     cmd = [om4, "bench", "read", store, "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", "1", "--json"]
     if threads:
         cmd += ["--threads", str(threads)]
     if check_out:
         cmd += ["--check-out", check_out]
-    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-    return r["gb_per_s_best"]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def om4_pass(om4, store, starts, steps, threads, check_out=None):
+    return om4_run(om4, store, starts, steps, threads, check_out)["gb_per_s_best"]
+
+
+COLD = """
+import json, sys, time
+import numpy as np
+sys.path.insert(0, {here!r})
+import bench
+t0 = time.perf_counter()
+read = bench.READERS[{name!r}]({store!r}, {cmap!r}, {steps})
+buf = np.empty({shape!r}, dtype=np.float32)
+read({start}, buf)
+print(time.perf_counter() - t0)
+"""
+
+
+def open_first_window(args, store, cmap, steps, shape, start, readers):
+    """Median seconds, in a new process each time, to open the store and read the first window.
+    Python readers pay their library imports inside the timing; interpreter start is excluded."""
+    out = {}
+    runs = [om4_run(args.om4, store, [start], steps, args.threads)["open_plus_first_window_s"] for _ in range(args.open_rounds)]
+    out["om4"] = statistics.median(runs)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in readers:
+        code = COLD.format(here=here, name=name, store=store, cmap=cmap, steps=steps, shape=shape, start=start)
+        runs = [float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+                for _ in range(args.open_rounds)]
+        out[name] = statistics.median(runs)
+    return out
 
 
 def bench_store(args, store):
@@ -169,7 +200,8 @@ def bench_store(args, store):
             for s in starts:
                 readers[name](s, buf)
             rounds[name].append(window_bytes * len(starts) / (time.perf_counter() - t0) / 1e9)
-    result = {"store": store, "codecs": info["codecs"], "channels": len(channels), "grid": [ny, nx], "steps": steps,
+    cold = open_first_window(args, store, cmap, steps, list(buf.shape), starts[0], list(readers)) if args.open_rounds else {}
+    result = {"store": store, "codecs": info["codecs"], "open_plus_first_window_s": cold, "channels": len(channels), "grid": [ny, nx], "steps": steps,
               "windows": len(starts), "rounds": args.rounds, "load_1min": {"min": min(loads), "max": max(loads)},
               "status": status, "readers": {}}
     for name, gbs in rounds.items():
@@ -213,6 +245,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--open-rounds", type=int, default=5, help="new processes per reader for open + first window (0: skip)")
     p.add_argument("--readers", default=",".join(READERS))
     p.add_argument("--workdir", default="/tmp")
     p.add_argument("--out", required=True)
