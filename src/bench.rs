@@ -144,3 +144,133 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[derive(Args, Debug)]
+pub(crate) struct BatchArgs {
+    /// Store root (statistics are read from OM4_means.zarr and OM4_stds.zarr beside it).
+    store: PathBuf,
+    /// Levels of the depth variables (Samudra's channels: 4 × levels + zos, then tauuo, tauvo, hfds).
+    #[arg(long, default_value_t = 19)]
+    levels: usize,
+    #[arg(long, default_value_t = 1)]
+    history: usize,
+    #[arg(long, default_value_t = 4)]
+    steps: usize,
+    #[arg(long, default_value_t = 1)]
+    batch_size: usize,
+    /// Batches per repeat (the first ones of epoch 1, seed 15).
+    #[arg(long, default_value_t = 4)]
+    batches: usize,
+    /// Timed repeats (after one untimed pass).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Read threads (default: available cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Write the first batch's per-step inputs and labels as DIR/step{k}_{input,label}.npy.
+    #[arg(long)]
+    check_out: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One host batch: plan, deduplicated reads into group buffers, prepare each plane once, gather.
+fn host_batch(
+    store: &Om4Store,
+    pool: &ReadPool,
+    sets: &[om4_store::ChannelSet],
+    sel: &Selection,
+    preps: &[&om4_batch::Preparation],
+    samples: &[om4_batch::Sample],
+) -> Result<(om4_batch::HostBatch, om4_batch::PlaneCount)> {
+    let channels: Vec<usize> = sets.iter().map(om4_store::ChannelSet::len).collect();
+    let plan = om4_batch::BatchPlan::new(samples, &om4_batch::Roles::samudra(), &channels)?;
+    let grid = sets[0].grid();
+    let mut groups = Vec::with_capacity(plan.groups().len());
+    for g in plan.groups() {
+        let mut buf = vec![0f32; g.planes() * grid.plane()];
+        store.read_into(pool, &sets[g.source], sel, &g.times, &mut buf)?;
+        groups.push(buf);
+    }
+    Ok((om4_batch::prepare_and_gather(&plan, &mut groups, preps, grid)?, plan.planes()))
+}
+
+pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
+    let store = Om4Store::open(&a.store)?;
+    let dir = a.store.parent().map(PathBuf::from).unwrap_or_default();
+    let names = om4_store::channel_names(a.levels);
+    let n_prog = om4_store::DEPTH_VARS.len() * a.levels + 1;
+    let sets = [store.channels(&names[..n_prog])?, store.channels(&names[n_prog..n_prog + 3])?];
+    let means = om4_store::StatsStore::open(dir.join("OM4_means.zarr"))?;
+    let stds = om4_store::StatsStore::open(dir.join("OM4_stds.zarr"))?;
+    let preps = sets
+        .iter()
+        .map(|set| {
+            Ok(om4_batch::Preparation::new(
+                means.values(set)?,
+                stds.values(set)?,
+                store.masks(set)?,
+                om4_batch::NormOrder::NormalizeThenMask,
+                0.0,
+            )?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let prep_refs: Vec<&om4_batch::Preparation> = preps.iter().collect();
+    let sel = Selection { rows: 0..sets[0].time_len() };
+    let spec = om4_batch::WindowSpec::new(a.history, a.steps, 1)?;
+    let space = om4_batch::SampleSpace::single(spec, sel.len())?;
+    let schedule = om4_batch::Schedule::training(a.batch_size, 15, None)?;
+    let batches: Vec<Vec<om4_batch::Sample>> = schedule
+        .epoch(&space.groups(), 1)
+        .iter()
+        .take(a.batches)
+        .map(|b| space.samples(b))
+        .collect::<Result<_, _>>()?;
+    if batches.is_empty() {
+        bail!("the store holds no complete batch");
+    }
+    let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
+    let (first, _) = host_batch(&store, &pool, &sets, &sel, &prep_refs, &batches[0])?;
+    if let Some(out) = &a.check_out {
+        std::fs::create_dir_all(out)?;
+        let g = first.grid;
+        for (k, step) in first.steps.iter().enumerate() {
+            crate::npy::write_f32(&out.join(format!("step{k}_input.npy")), &[first.batch, first.input_channels, g.y, g.x], &step.input)?;
+            crate::npy::write_f32(&out.join(format!("step{k}_label.npy")), &[first.batch, first.label_channels, g.y, g.x], &step.label)?;
+        }
+        let samples: Vec<Vec<usize>> = batches.iter().map(|b| b.iter().map(|s| s.start).collect()).collect();
+        std::fs::write(out.join("samples.json"), json!({"batches": samples}).to_string())?;
+    }
+    let mut per_batch_ms = Vec::new();
+    let mut planes = om4_batch::PlaneCount::default();
+    for _ in 0..a.repeats {
+        for b in &batches {
+            let t0 = Instant::now();
+            let (_, p) = host_batch(&store, &pool, &sets, &sel, &prep_refs, b)?;
+            per_batch_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            planes = p;
+        }
+    }
+    let best = per_batch_ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let med = median(&mut per_batch_ms);
+    let report = json!({
+        "store": a.store, "history": a.history, "steps": a.steps, "batch_size": a.batch_size, "batches": batches.len(),
+        "repeats": a.repeats, "ms_per_batch_best": best, "ms_per_batch_median": med,
+        "planes_requested_last": planes.requested, "planes_unique_last": planes.unique,
+    });
+    if a.json {
+        println!("{report}");
+    } else {
+        println!(
+            "{} batches of {} (hist {}, steps {}): best {best:.1} ms, median {med:.1} ms per batch; last batch read {} unique of {} requested planes",
+            batches.len(),
+            a.batch_size,
+            a.history,
+            a.steps,
+            planes.unique,
+            planes.requested
+        );
+    }
+    Ok(())
+}

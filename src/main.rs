@@ -68,6 +68,8 @@ enum Command {
 enum BenchCommand {
     /// Read random windows of consecutive steps × all channels into one reused buffer.
     Read(bench::ReadArgs),
+    /// Build Samudra training batches on the host: deduplicated reads, normalization, masks, gather.
+    Batch(bench::BatchArgs),
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -181,6 +183,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Synth(args) => synth(args).map(|()| ExitCode::SUCCESS),
         Command::Bench { what: BenchCommand::Read(args) } => bench::read(&args).map(|()| ExitCode::SUCCESS),
+        Command::Bench { what: BenchCommand::Batch(args) } => bench::batch(&args).map(|()| ExitCode::SUCCESS),
         Command::Schedule(args) => schedule(&args).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -211,6 +211,77 @@ def bench_store(args, store):
     return result
 
 
+# ------------------------------------------------------------------- Samudra batch workload
+def samudra_cpu_batch(ds, prog, bound, stats, sample_starts, hist, steps):
+    """A restatement of Samudra's CPU loader path for one batch: per sample and rollout step,
+    per-plane xarray loads of the input, label and boundary times (no dedup), then numpy
+    normalization (`nan_to_num((x - mean)/std)`), land masking and time-major stacking."""
+    (mp, sp, kp), (mb, sb, kb) = stats
+    states = hist + 1
+
+    def load(times, chans):
+        return np.stack([np.stack([ds[c].isel(time=t).values for c in chans]) for t in times])
+
+    def prep(x, mean, std, wet):
+        y = np.nan_to_num((x - mean) / std, nan=0.0)
+        return np.where(wet, y, np.float32(0.0)).reshape(-1, *x.shape[2:])
+
+    out = []
+    for k in range(steps):
+        inputs, labels = [], []
+        for i in sample_starts:
+            t_in = [i + k * states + j for j in range(states)]
+            t_lab = [i + (k + 1) * states + j for j in range(states)]
+            x_p = prep(load(t_in, prog), mp, sp, kp)
+            x_b = prep(load(t_in, bound), mb, sb, kb)
+            inputs.append(np.concatenate([x_p, x_b]))
+            labels.append(prep(load(t_lab, prog), mp, sp, kp))
+        out.append((np.stack(inputs), np.stack(labels)))
+    return out
+
+
+def bench_batch(args, store, batch_size):
+    import xarray as xr
+
+    work = os.path.join(args.workdir, "om4_batch")
+    levels, hist, steps = args.levels, 1, 4
+    cmd = [args.om4, "bench", "batch", store, "--levels", str(levels), "--history", str(hist), "--steps", str(steps),
+           "--batch-size", str(batch_size), "--batches", str(args.batches), "--repeats", "2", "--check-out", work, "--json"]
+    om4 = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    batches = json.load(open(os.path.join(work, "samples.json")))["batches"]
+    names = [f"{v}_{k}" for v in ("uo", "vo", "thetao", "so") for k in range(levels)] + ["zos"]
+    bound = ["tauuo", "tauvo", "hfds"]
+    root = os.path.dirname(store)
+    open_ = lambda p: xr.open_zarr(p, consolidated=os.path.exists(os.path.join(p, ".zmetadata")), chunks=None,
+                                   decode_times=False, mask_and_scale=False)
+    ds, means, stds = open_(store), open_(os.path.join(root, "OM4_means.zarr")), open_(os.path.join(root, "OM4_stds.zarr"))
+
+    def stats(chans):
+        mean = np.array([means[c].values for c in chans], dtype=np.float32)[None, :, None, None]
+        std = np.array([stds[c].values for c in chans], dtype=np.float32)[None, :, None, None]
+        level = lambda c: int(c.rsplit("_", 1)[1]) if c.rsplit("_", 1)[-1].isdigit() else 0
+        wet = np.stack([ds[f"mask_{level(c)}"].values.astype(bool) for c in chans])[None]
+        return mean, std, wet
+
+    st = (stats(names), stats(bound))
+    first = samudra_cpu_batch(ds, names, bound, st, batches[0], hist, steps)
+    equal = all(
+        np.array_equal(inp, np.load(os.path.join(work, f"step{k}_input.npy")), equal_nan=True)
+        and np.array_equal(lab, np.load(os.path.join(work, f"step{k}_label.npy")), equal_nan=True)
+        for k, (inp, lab) in enumerate(first)
+    )
+    times = []
+    for b in batches:
+        t0 = time.perf_counter()
+        samudra_cpu_batch(ds, names, bound, st, b, hist, steps)
+        times.append((time.perf_counter() - t0) * 1e3)
+    py = statistics.median(times)
+    return {"store": store, "batch_size": batch_size, "batches": len(batches), "hist": hist, "steps": steps,
+            "om4_ms_per_batch_median": om4["ms_per_batch_median"], "samudra_cpu_restatement_ms_per_batch_median": py,
+            "samudra_cpu_restatement_equal_to_om4": equal, "om4_speedup": py / om4["ms_per_batch_median"],
+            "planes_requested": om4["planes_requested_last"], "planes_unique": om4["planes_unique_last"]}
+
+
 def plot(results, path):
     import matplotlib
 
@@ -246,6 +317,10 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--open-rounds", type=int, default=5, help="new processes per reader for open + first window (0: skip)")
+    p.add_argument("--batch-store", action="append", default=[], help="also run the Samudra-batch workload on this store")
+    p.add_argument("--levels", type=int, default=19)
+    p.add_argument("--batch-sizes", default="1,4")
+    p.add_argument("--batches", type=int, default=4)
     p.add_argument("--readers", default=",".join(READERS))
     p.add_argument("--workdir", default="/tmp")
     p.add_argument("--out", required=True)
@@ -257,8 +332,14 @@ def main():
         r = bench_store(args, s)
         print(json.dumps(r), flush=True)
         results.append(r)
+    batch_results = []
+    for s in args.batch_store:
+        for b in map(int, args.batch_sizes.split(",")):
+            r = bench_batch(args, s, b)
+            print(json.dumps(r), flush=True)
+            batch_results.append(r)
     with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
+        json.dump({"raw_windows": results, "samudra_batch": batch_results} if batch_results else results, f, indent=1)
     if args.plot:
         plot(results, args.plot)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # om4 against the Python Zarr readers on synthetic OM4 stores (80 channels at 1°): raw windows.
-#   benches/peers/run.sh            full run (about 10 minutes on 2 cores; writes docs/peers.json and docs/peers.png)
+#   benches/peers/run.sh            full run (a few minutes on 2 cores; writes docs/peers.json and docs/peers.png)
 #   benches/peers/run.sh --smoke    a few seconds on tiny stores; checks the harness end to end
 # Creates its own virtual environment (target/peers/venv) from requirements.txt.
 set -euo pipefail
@@ -13,15 +13,16 @@ if [ ! -x "$work/venv/bin/python" ]; then
 fi
 cargo build --release --locked --bin om4
 om4=target/release/om4
-if [ "${1:-}" = "--smoke" ]; then
-  args=(--ny 18 --nx 36 --times 12 --levels 2); rounds=1; windows=2; out="$work/smoke.json"; plot=()
+mode="${1:-}"
+if [ "$mode" = "--smoke" ]; then
+  args=(--ny 18 --nx 36 --times 12 --levels 2); rounds=1; windows=2; out="$work/smoke.json"; plot=(); sizes=1; stores_dir="$work/smoke-stores"
 else
-  args=(--grid 1deg --times 60); rounds=3; windows=12; out=docs/peers.json; plot=(--plot docs/peers.png)
+  args=(--grid 1deg --times 60); rounds=3; windows=12; out=docs/peers.json; plot=(--plot docs/peers.png); sizes=1,4; stores_dir="$work/stores"
 fi
 stores=()
 for variant in "v2 blosc-lz4" "v2 none" "v2 zstd" "v3 blosc-lz4 --shard 6"; do
   set -- $variant
-  name="$work/stores/$1-$2${3:+-sharded}"
+  name="$stores_dir/$1-$2${3:+-sharded}"
   if [ ! -f "$name/.done-${args[*]// /_}" ]; then
     rm -rf "$name"
     "$om4" synth "$name" "${args[@]}" --format "$1" --codec "$2" "${@:3}" >/dev/null
@@ -30,6 +31,7 @@ for variant in "v2 blosc-lz4" "v2 none" "v2 zstd" "v3 blosc-lz4 --shard 6"; do
   stores+=(--store "$name/OM4.zarr")
 done
 echo "load before: $(cat /proc/loadavg)"
+levels=19; [ "$mode" = "--smoke" ] && levels=2
 "$work/venv/bin/python" benches/peers/bench.py --om4 "$om4" "${stores[@]}" --rounds "$rounds" --windows "$windows" \
-  --workdir "$work" --out "$out" "${plot[@]}"
+  --workdir "$work" --out "$out" --batch-store "${stores[1]}" --levels "$levels" --batch-sizes "$sizes" "${plot[@]}"
 echo "load after: $(cat /proc/loadavg)"
