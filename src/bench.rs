@@ -236,8 +236,16 @@ pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
         std::fs::create_dir_all(out)?;
         let g = first.grid;
         for (k, step) in first.steps.iter().enumerate() {
-            crate::npy::write_f32(&out.join(format!("step{k}_input.npy")), &[first.batch, first.input_channels, g.y, g.x], &step.input)?;
-            crate::npy::write_f32(&out.join(format!("step{k}_label.npy")), &[first.batch, first.label_channels, g.y, g.x], &step.label)?;
+            crate::npy::write_f32(
+                &out.join(format!("step{k}_input.npy")),
+                &[first.batch, first.input_channels, g.y, g.x],
+                &step.input,
+            )?;
+            crate::npy::write_f32(
+                &out.join(format!("step{k}_label.npy")),
+                &[first.batch, first.label_channels, g.y, g.x],
+                &step.label,
+            )?;
         }
         let samples: Vec<Vec<usize>> = batches.iter().map(|b| b.iter().map(|s| s.start).collect()).collect();
         std::fs::write(out.join("samples.json"), json!({"batches": samples}).to_string())?;
