@@ -37,11 +37,13 @@ impl HostBatch {
         let input_channels = states * (c_prog + c_bound);
         let label_channels = states * c_prog;
         let plane = grid.plane();
-        let step = StepBatch {
-            input: vec![0.0; batch * input_channels * plane],
-            label: vec![0.0; batch * label_channels * plane],
-        };
-        Self { batch, grid, input_channels, label_channels, steps: vec![step; steps] }
+        let steps = (0..steps)
+            .map(|_| StepBatch {
+                input: vec![0.0; batch * input_channels * plane],
+                label: vec![0.0; batch * label_channels * plane],
+            })
+            .collect();
+        Self { batch, grid, input_channels, label_channels, steps }
     }
 
     /// Bit-level equality (NaN-aware, distinguishes `-0.0`), for parity checks.
@@ -84,31 +86,35 @@ pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBat
     }
     let (c_prog, c_bound) = (plan.role_channels(Role::Input), plan.role_channels(Role::Boundary));
     let states = plan.states();
-    let mut out = HostBatch::empty(plan.batch(), grid, states, c_prog, c_bound, plan.steps());
-    let copy_block = |role: Role, b: usize, k: usize, j: usize, dst: &mut [f32]| {
+    let (input_channels, label_channels) = (states * (c_prog + c_bound), states * c_prog);
+    // The planes of one (role, sample, step, state): one contiguous row of a group buffer.
+    let block = |role: Role, b: usize, k: usize, j: usize| -> &[f32] {
         let (group, row) = plan.row(role, b, k, j).expect("role present");
-        let block = plan.groups()[group].channels * plane;
-        dst.copy_from_slice(&groups[group][row * block..(row + 1) * block]);
+        let len = plan.groups()[group].channels * plane;
+        &groups[group][row * len..(row + 1) * len]
     };
-    for (k, step) in out.steps.iter_mut().enumerate() {
-        let input_block = out.input_channels * plane;
-        let label_block = out.label_channels * plane;
-        for b in 0..plan.batch() {
-            let input = &mut step.input[b * input_block..(b + 1) * input_block];
-            let (prog, bound) = input.split_at_mut(states * c_prog * plane);
-            for j in 0..states {
-                copy_block(Role::Input, b, k, j, &mut prog[j * c_prog * plane..(j + 1) * c_prog * plane]);
+    // Outputs are appended in layout order, so nothing is zero-filled first.
+    let steps = (0..plan.steps())
+        .map(|k| {
+            let mut input = Vec::with_capacity(plan.batch() * input_channels * plane);
+            let mut label = Vec::with_capacity(plan.batch() * label_channels * plane);
+            for b in 0..plan.batch() {
+                for j in 0..states {
+                    input.extend_from_slice(block(Role::Input, b, k, j));
+                }
                 if c_bound > 0 {
-                    copy_block(Role::Boundary, b, k, j, &mut bound[j * c_bound * plane..(j + 1) * c_bound * plane]);
+                    for j in 0..states {
+                        input.extend_from_slice(block(Role::Boundary, b, k, j));
+                    }
+                }
+                for j in 0..states {
+                    label.extend_from_slice(block(Role::Label, b, k, j));
                 }
             }
-            let label = &mut step.label[b * label_block..(b + 1) * label_block];
-            for j in 0..states {
-                copy_block(Role::Label, b, k, j, &mut label[j * c_prog * plane..(j + 1) * c_prog * plane]);
-            }
-        }
-    }
-    Ok(out)
+            StepBatch { input, label }
+        })
+        .collect();
+    Ok(HostBatch { batch: plan.batch(), grid, input_channels, label_channels, steps })
 }
 
 /// The fast host path: prepare each unique plane once in the group buffers, then gather.

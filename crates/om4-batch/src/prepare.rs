@@ -155,10 +155,28 @@ impl Preparation {
     }
 
     /// Prepares one plane of `channel` in place.
+    ///
+    /// The loops restate [`prepare_value`] without branches (NaN → 0 by a select, ±inf → ±MAX by a
+    /// clamp) so that they vectorize; the property tests hold them to `prepare_value` bit for bit.
     pub fn prepare_plane(&self, channel: usize, plane: &mut [f32]) {
-        let (mean, std) = (self.mean[channel], self.std[channel]);
-        for (x, &wet) in plane.iter_mut().zip(self.mask.channel(channel)) {
-            *x = prepare_value(*x, mean, std, wet, self.order, self.fill);
+        let (mean, std, fill) = (self.mean[channel], self.std[channel], self.fill);
+        let normalize = |x: f32| {
+            let y = (x - mean) / std;
+            if y.is_nan() { 0.0 } else { y.clamp(f32::MIN, f32::MAX) }
+        };
+        let mask = self.mask.channel(channel);
+        match self.order {
+            NormOrder::NormalizeThenMask => {
+                for (x, &wet) in plane.iter_mut().zip(mask) {
+                    let y = normalize(*x);
+                    *x = if wet { y } else { fill };
+                }
+            }
+            NormOrder::MaskThenNormalize => {
+                for (x, &wet) in plane.iter_mut().zip(mask) {
+                    *x = normalize(if wet { *x } else { fill });
+                }
+            }
         }
     }
 

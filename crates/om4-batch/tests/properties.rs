@@ -12,12 +12,13 @@ fn arb_spec() -> impl Strategy<Value = WindowSpec> {
     (0usize..3, 1usize..5, 1usize..4).prop_map(|(h, k, s)| WindowSpec::new(h, k, s).unwrap())
 }
 
-/// A deterministic raw value for `(source, time, channel, cell)`, with NaN land and some infinities.
+/// A deterministic raw value for `(source, time, channel, cell)`, with NaN land and some ±infinities.
 fn raw(source: usize, t: usize, c: usize, cell: usize) -> f32 {
     let h = (source * 7919 + t * 104_729 + c * 1_299_709 + cell * 15_485_863) % 1000;
     match h {
         0..=79 => f32::NAN,
         80 => f32::INFINITY,
+        81 => f32::NEG_INFINITY,
         _ => (h as f32 - 500.0) * 0.37 + t as f32,
     }
 }
