@@ -1,7 +1,7 @@
 //! Store reads: planes/s and bytes/s for uncompressed, blosc-lz4 and zstd stores, 1 and N threads.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use om4_store::{Om4Store, ReadPool, Selection, SynthCodec, SynthConfig, channel_names, synthesize};
+use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, channel_names, synthesize};
 
 fn read(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -19,7 +19,7 @@ fn read(c: &mut Criterion) {
         group.throughput(Throughput::Bytes((buf.len() * 4) as u64));
         for n in [1, threads] {
             let pool = ReadPool::new(n).expect("pool");
-            let sel = Selection { rows: 0..12 };
+            let sel = set.all_rows();
             group.bench_with_input(BenchmarkId::new(format!("{codec:?}"), format!("{n}_threads")), &n, |b, _| {
                 b.iter(|| store.read_into(&pool, &set, &sel, &positions, &mut buf).expect("read"));
             });

@@ -73,7 +73,7 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
     }
     let threads = a.threads.unwrap_or_else(crate::num_threads);
     let pool = ReadPool::new(threads)?;
-    let sel = Selection { rows: 0..t };
+    let sel = set.all_rows();
     let mut state = a.seed;
     let mut next = || {
         state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -217,7 +217,7 @@ pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let prep_refs: Vec<&om4_batch::Preparation> = preps.iter().collect();
-    let sel = Selection { rows: 0..sets[0].time_len() };
+    let sel = sets[0].all_rows();
     let spec = om4_batch::WindowSpec::new(a.history, a.steps, 1)?;
     let space = om4_batch::SampleSpace::single(spec, sel.len())?;
     let schedule = om4_batch::Schedule::training(a.batch_size, 15, None)?;

@@ -9,9 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use om4_batch::{BatchPlan, Ddp, Roles, SampleSpace, Schedule, WindowSpec};
-use om4_store::{
-    Om4Store, ReadPool, Selection, SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, synthesize,
-};
+use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, synthesize};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -301,7 +299,7 @@ fn dump(path: &Path, channels: &[String], times: &[usize], out: &Path) -> Result
     let set = store.channels(channels)?;
     let grid = set.grid();
     let mut buf = vec![0f32; times.len() * set.len() * grid.plane()];
-    let sel = Selection { rows: 0..set.time_len() };
+    let sel = set.all_rows();
     store.read_into(&ReadPool::new(num_threads())?, &set, &sel, times, &mut buf)?;
     npy::write_f32(out, &[times.len(), set.len(), grid.y, grid.x], &buf)
         .with_context(|| format!("writing {}", out.display()))?;

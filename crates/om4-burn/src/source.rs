@@ -115,10 +115,7 @@ impl Om4Source {
                 )?)
             })
             .collect::<Result<Vec<_>>>()?;
-        let selection = match (start, end, store.time()) {
-            (None, None, None) => Selection { rows: 0..sets[0].time_len() },
-            _ => store.select(start, end)?,
-        };
+        let selection = select(&store, &sets[0], start, end)?;
         Ok(Self { store, sets, preparations, selection, pool })
     }
 
@@ -127,10 +124,7 @@ impl Om4Source {
     /// # Errors
     /// A bad date or a store without a CF time axis.
     pub fn with_range(&self, start: Option<&str>, end: Option<&str>) -> Result<Self> {
-        let selection = match (start, end, self.store.time()) {
-            (None, None, None) => Selection { rows: 0..self.sets[0].time_len() },
-            _ => self.store.select(start, end)?,
-        };
+        let selection = select(&self.store, &self.sets[0], start, end)?;
         Ok(Self { selection, ..self.clone() })
     }
 
@@ -143,6 +137,14 @@ impl Om4Source {
     pub fn store(&self) -> &Om4Store {
         &self.store
     }
+}
+
+/// `[start, end)` by date; with no bounds every row, also in a store without a time coordinate.
+fn select(store: &Om4Store, set: &ChannelSet, start: Option<&str>, end: Option<&str>) -> Result<Selection> {
+    Ok(match (start, end) {
+        (None, None) => set.all_rows(),
+        _ => store.select(start, end)?,
+    })
 }
 
 impl BatchSource for Om4Source {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::tensor::Device;
-use common::{Faulty, bits, fixture, source, tensor_values};
+use common::{Faulty, Fixture, bits, fixture, source, tensor_values};
 use om4_batch::{Preparation, SampleSpace, Schedule, WindowSpec, reference_batch};
 use om4_burn::{BatchSource, Error, Loader, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source};
 use om4_store::{Om4Store, ReadPool, Selection};
@@ -103,16 +103,18 @@ fn burn_dataset_and_batcher_give_the_same_batches() {
     assert!(dataset.get(0).is_ok());
 }
 
-fn faulty_loader(at: usize, panic: bool, prefetch: usize, to_device: bool) -> (Loader<Faulty>, usize) {
+/// A loader whose source fails on the second read of batch `at_batch` (`None`: never). The
+/// fixture is returned too, to keep the store on disk while the loader lives.
+fn faulty_loader(at_batch: Option<usize>, panic: bool, prefetch: usize, to_device: bool) -> (Loader<Faulty>, Fixture) {
     let f = fixture(true);
     let src = source(&f);
-    std::mem::forget(f.dir); // keep the store on disk for the loader's lifetime
     let spec = WindowSpec::new(1, 1, 1).unwrap();
     let space = SampleSpace::single(spec, src.time_len()).unwrap();
-    let groups = 2; // prognostic + boundary reads per batch
+    let groups = src.channels().len(); // one read per source (prognostic, boundary) per batch
+    let at = at_batch.map_or(usize::MAX, |k| k * groups + 1);
     let faulty = Arc::new(Faulty::new(src, at, panic));
     let config = LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads: 2, prefetch_to_device: to_device };
-    (Loader::new(faulty, space, Schedule::validation(2, 3, None).unwrap(), config, Device::flex()), groups)
+    (Loader::new(faulty, space, Schedule::validation(2, 3, None).unwrap(), config, Device::flex()), f)
 }
 
 #[test]
@@ -120,8 +122,7 @@ fn read_error_at_batch_k_yields_earlier_batches_then_error_then_end() {
     for (prefetch, to_device) in [(2, true), (2, false), (0, false)] {
         for panic in [false, true] {
             let k = 3;
-            let (loader, groups) = faulty_loader(k * 2 + 1, panic, prefetch, to_device);
-            assert_eq!(groups, 2);
+            let (loader, _fixture) = faulty_loader(Some(k), panic, prefetch, to_device);
             let mut it = loader.epoch(1).unwrap();
             for _ in 0..k {
                 assert!(it.next().unwrap().is_ok());
@@ -148,7 +149,7 @@ fn read_error_at_batch_k_yields_earlier_batches_then_error_then_end() {
 
 #[test]
 fn early_drop_and_exhaustion_release_everything() {
-    let (loader, _) = faulty_loader(usize::MAX, false, 2, true);
+    let (loader, _fixture) = faulty_loader(None, false, 2, true);
     let total = loader.len();
     assert!(total >= 5);
     // exhaustion

@@ -113,6 +113,11 @@ impl ChannelSet {
     pub fn time_len(&self) -> usize {
         self.time_len
     }
+    /// Every time step of the arrays, for stores read by position.
+    pub fn all_rows(&self) -> Selection {
+        Selection { rows: 0..self.time_len }
+    }
+
     /// Decode calls one time step takes (channels of a compact array with consecutive levels share one).
     pub fn runs_per_time(&self) -> usize {
         self.runs.len()
@@ -615,22 +620,30 @@ impl Om4Store {
     /// [`Error::Invalid`] when a mask is missing or its grid differs from the channels'.
     pub fn masks(&self, set: &ChannelSet) -> Result<LandMask> {
         let plane = set.grid.plane();
-        let mut cache: BTreeMap<usize, Vec<bool>> = BTreeMap::new();
+        // Each mask array is read once, however many channels use it (a compact wetmask serves all levels).
+        let mut arrays = BTreeMap::new();
         let mut wet = Vec::with_capacity(set.len() * plane);
         for ch in &set.channels {
-            let k = ch.mask_level();
-            if let std::collections::btree_map::Entry::Vacant(e) = cache.entry(k) {
-                e.insert(self.mask_level(k, set.grid, &ch.name)?);
-            }
-            wet.extend_from_slice(&cache[&k]);
+            let (name, offset) = self.mask_source(ch.mask_level(), set.grid, &ch.name)?;
+            let values = self.read_once(&mut arrays, &name)?;
+            wet.extend(values[offset..offset + plane].iter().map(|&v| v != 0.0 && !v.is_nan()));
         }
         LandMask::new(set.len(), plane, wet).map_err(|e| Error::Request { reason: e.to_string() })
     }
 
-    fn mask_level(&self, k: usize, grid: Grid, channel: &str) -> Result<Vec<bool>> {
+    /// The values of array `name`, read on first use and kept in `cache`.
+    fn read_once<'c>(&self, cache: &'c mut BTreeMap<String, Vec<f64>>, name: &str) -> Result<&'c [f64]> {
+        if !cache.contains_key(name) {
+            cache.insert(name.to_string(), self.read_coord(name)?);
+        }
+        Ok(&cache[name])
+    }
+
+    /// The array holding the land mask of level `k`, and where level `k`'s plane starts in it.
+    fn mask_source(&self, k: usize, grid: Grid, channel: &str) -> Result<(String, usize)> {
         let plane = grid.plane();
         let flat = format!("mask_{k}");
-        let (name, offset) = if let Some(info) = self.arrays.get(&flat) {
+        if let Some(info) = self.arrays.get(&flat) {
             let n: u64 = info.shape.iter().product();
             let dims_ok = info.shape.len() >= 2 && info.shape[info.shape.len() - 2..] == [grid.y as u64, grid.x as u64];
             if !dims_ok || n < plane as u64 {
@@ -639,7 +652,7 @@ impl Om4Store {
                     format!("mask shape {:?} does not end in the grid {}×{}", info.shape, grid.y, grid.x),
                 ));
             }
-            (flat, 0)
+            Ok((flat, 0))
         } else if let Some(info) = self.arrays.get("wetmask") {
             let lev_axis =
                 info.dims.as_ref().and_then(|d| d.iter().position(|n| LEV.contains(&n.as_str()))).unwrap_or(0);
@@ -653,16 +666,14 @@ impl Om4Store {
             if info.shape.len() == 4 && lev_axis != 1 {
                 return Err(self.invalid("wetmask", "a 4-D wetmask must be (time, lev, y, x)"));
             }
-            ("wetmask".to_string(), k * plane)
+            Ok(("wetmask".to_string(), k * plane))
         } else {
-            return Err(Error::Invalid {
+            Err(Error::Invalid {
                 store: self.root.clone(),
                 array: flat,
                 reason: format!("no land mask for channel {channel:?} (looked for mask_{k} and wetmask)"),
-            });
-        };
-        let values = self.read_coord(&name)?;
-        Ok(values[offset..offset + plane].iter().map(|&v| v != 0.0 && !v.is_nan()).collect())
+            })
+        }
     }
 }
 
@@ -688,10 +699,12 @@ impl StatsStore {
     /// [`Error::UnknownChannel`] when the statistics do not cover a channel; [`Error::Invalid`] for
     /// a statistic that is not a finite scalar.
     pub fn values(&self, set: &ChannelSet) -> Result<Vec<f32>> {
-        set.channels.iter().map(|ch| self.value(ch)).collect()
+        // A compact variable's `lev` vector is read once for all its levels.
+        let mut arrays = BTreeMap::new();
+        set.channels.iter().map(|ch| self.value(ch, &mut arrays)).collect()
     }
 
-    fn value(&self, ch: &Channel) -> Result<f32> {
+    fn value(&self, ch: &Channel, arrays: &mut BTreeMap<String, Vec<f64>>) -> Result<f32> {
         let s = &self.store;
         let candidates: Vec<(String, usize)> = match ch.level {
             Some(k) => vec![(ch.name.clone(), 0), (ch.var().to_string(), k)],
@@ -707,8 +720,7 @@ impl StatsStore {
             if !(scalar || vector) {
                 continue;
             }
-            let values = s.read_coord(name)?;
-            let v = values[if scalar { 0 } else { *index }];
+            let v = s.read_once(arrays, name)?[if scalar { 0 } else { *index }];
             if !v.is_finite() {
                 return Err(s.invalid(name, format!("statistic for {:?} is {v}", ch.name)));
             }
