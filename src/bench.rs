@@ -175,7 +175,8 @@ pub(crate) struct BatchArgs {
     json: bool,
 }
 
-/// One host batch: plan, deduplicated reads into group buffers, prepare each plane once, gather.
+/// One host batch: plan, deduplicated reads into reused group buffers, prepare each plane once,
+/// gather into the reused `out`; the normalization and gather run on the read pool too.
 fn host_batch(
     store: &Om4Store,
     pool: &ReadPool,
@@ -183,17 +184,18 @@ fn host_batch(
     sel: &Selection,
     preps: &[&om4_batch::Preparation],
     samples: &[om4_batch::Sample],
-) -> Result<(om4_batch::HostBatch, om4_batch::PlaneCount)> {
+    (groups, out): &mut (Vec<Vec<f32>>, om4_batch::HostBatch),
+) -> Result<om4_batch::PlaneCount> {
     let channels: Vec<usize> = sets.iter().map(om4_store::ChannelSet::len).collect();
     let plan = om4_batch::BatchPlan::new(samples, &om4_batch::Roles::samudra(), &channels)?;
     let grid = sets[0].grid();
-    let mut groups = Vec::with_capacity(plan.groups().len());
-    for g in plan.groups() {
-        let mut buf = vec![0f32; g.planes() * grid.plane()];
-        store.read_into(pool, &sets[g.source], sel, &g.times, &mut buf)?;
-        groups.push(buf);
+    groups.resize_with(plan.groups().len(), Vec::new);
+    for (g, buf) in plan.groups().iter().zip(groups.iter_mut()) {
+        buf.resize(g.planes() * grid.plane(), 0.0);
+        store.read_into(pool, &sets[g.source], sel, &g.times, buf)?;
     }
-    Ok((om4_batch::prepare_and_gather(&plan, &mut groups, preps, grid)?, plan.planes()))
+    pool.install(|| om4_batch::prepare_and_gather_into(&plan, groups, preps, grid, out))?;
+    Ok(plan.planes())
 }
 
 pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
@@ -231,7 +233,9 @@ pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
         bail!("the store holds no complete batch");
     }
     let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
-    let (first, _) = host_batch(&store, &pool, &sets, &sel, &prep_refs, &batches[0])?;
+    let mut scratch = (Vec::new(), om4_batch::HostBatch::default());
+    host_batch(&store, &pool, &sets, &sel, &prep_refs, &batches[0], &mut scratch)?;
+    let first = &scratch.1;
     if let Some(out) = &a.check_out {
         std::fs::create_dir_all(out)?;
         let g = first.grid;
@@ -255,7 +259,7 @@ pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
     for _ in 0..a.repeats {
         for b in &batches {
             let t0 = Instant::now();
-            let (_, p) = host_batch(&store, &pool, &sets, &sel, &prep_refs, b)?;
+            let p = host_batch(&store, &pool, &sets, &sel, &prep_refs, b, &mut scratch)?;
             per_batch_ms.push(t0.elapsed().as_secs_f64() * 1e3);
             planes = p;
         }

@@ -3,6 +3,8 @@
 //! Per rollout step, the input is `(B, (h+1)·C_prog + (h+1)·C_bound, Y, X)`, time-major:
 //! `[prog(t0) | prog(t1) | … | bound(t0) | bound(t1) | …]`; the label is `(B, (h+1)·C_prog, Y, X)`.
 
+use rayon::prelude::*;
+
 use crate::error::{Error, Result};
 use crate::plan::{BatchPlan, Role, Roles};
 use crate::prepare::{Grid, Preparation};
@@ -18,6 +20,9 @@ pub struct StepBatch {
 }
 
 /// A model batch on the host: every rollout step's input and label.
+///
+/// A batch can be kept and passed again to [`gather_into`] / [`prepare_and_gather_into`]: its
+/// buffers are then overwritten in place, without new allocations when the shape is unchanged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostBatch {
     /// Samples.
@@ -32,18 +37,32 @@ pub struct HostBatch {
     pub steps: Vec<StepBatch>,
 }
 
+impl Default for HostBatch {
+    fn default() -> Self {
+        Self { batch: 0, grid: Grid { y: 0, x: 0 }, input_channels: 0, label_channels: 0, steps: Vec::new() }
+    }
+}
+
 impl HostBatch {
-    fn empty(batch: usize, grid: Grid, states: usize, c_prog: usize, c_bound: usize, steps: usize) -> Self {
-        let input_channels = states * (c_prog + c_bound);
-        let label_channels = states * c_prog;
+    /// Sets the shape and sizes every buffer, keeping buffers that already have the right length
+    /// (their old values are overwritten by the caller; nothing is zero-filled twice).
+    fn reshape(&mut self, batch: usize, grid: Grid, states: usize, c_prog: usize, c_bound: usize, steps: usize) {
+        self.batch = batch;
+        self.grid = grid;
+        self.input_channels = states * (c_prog + c_bound);
+        self.label_channels = states * c_prog;
         let plane = grid.plane();
-        let steps = (0..steps)
-            .map(|_| StepBatch {
-                input: vec![0.0; batch * input_channels * plane],
-                label: vec![0.0; batch * label_channels * plane],
-            })
-            .collect();
-        Self { batch, grid, input_channels, label_channels, steps }
+        let fit = |v: &mut Vec<f32>, n: usize| {
+            if v.len() != n {
+                v.clear();
+                v.resize(n, 0.0);
+            }
+        };
+        self.steps.resize_with(steps, StepBatch::default);
+        for step in &mut self.steps {
+            fit(&mut step.input, batch * self.input_channels * plane);
+            fit(&mut step.label, batch * self.label_channels * plane);
+        }
     }
 
     /// Bit-level equality (NaN-aware, distinguishes `-0.0`), for parity checks.
@@ -62,11 +81,29 @@ impl HostBatch {
     }
 }
 
-/// Gathers prepared group buffers (one per plan group, `(times, channels, y, x)`) into a model batch.
+/// Splits the first `n` values off `rest`.
+fn take<'a>(rest: &mut &'a mut [f32], n: usize) -> &'a mut [f32] {
+    let (head, tail) = std::mem::take(rest).split_at_mut(n);
+    *rest = tail;
+    head
+}
+
+/// Gathers prepared group buffers (one per plan group, `(times, channels, y, x)`) into a new model batch.
 ///
 /// # Errors
 /// [`Error::BufferLength`] when a group buffer does not match its plan group.
 pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBatch> {
+    let mut out = HostBatch::default();
+    gather_into(plan, groups, grid, &mut out)?;
+    Ok(out)
+}
+
+/// [`gather`] into an existing batch, reusing its buffers. The copies run on the current rayon
+/// pool (call it inside `ThreadPool::install` to choose the threads).
+///
+/// # Errors
+/// [`Error::BufferLength`] when a group buffer does not match its plan group; `out` is then unchanged.
+pub fn gather_into(plan: &BatchPlan, groups: &[&[f32]], grid: Grid, out: &mut HostBatch) -> Result<()> {
     let plane = grid.plane();
     if groups.len() != plan.groups().len() {
         return Err(Error::BufferLength {
@@ -86,35 +123,34 @@ pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBat
     }
     let (c_prog, c_bound) = (plan.role_channels(Role::Input), plan.role_channels(Role::Boundary));
     let states = plan.states();
-    let (input_channels, label_channels) = (states * (c_prog + c_bound), states * c_prog);
+    out.reshape(plan.batch(), grid, states, c_prog, c_bound, plan.steps());
     // The planes of one (role, sample, step, state): one contiguous row of a group buffer.
     let block = |role: Role, b: usize, k: usize, j: usize| -> &[f32] {
         let (group, row) = plan.row(role, b, k, j).expect("role present");
         let len = plan.groups()[group].channels * plane;
         &groups[group][row * len..(row + 1) * len]
     };
-    // Outputs are appended in layout order, so nothing is zero-filled first.
-    let steps = (0..plan.steps())
-        .map(|k| {
-            let mut input = Vec::with_capacity(plan.batch() * input_channels * plane);
-            let mut label = Vec::with_capacity(plan.batch() * label_channels * plane);
-            for b in 0..plan.batch() {
+    // Every output block paired with its source rows, in layout order, then copied in parallel.
+    let mut copies: Vec<(&mut [f32], &[f32])> = Vec::with_capacity(plan.steps() * plan.batch() * states * 3);
+    for (k, step) in out.steps.iter_mut().enumerate() {
+        let (mut input, mut label) = (step.input.as_mut_slice(), step.label.as_mut_slice());
+        for b in 0..plan.batch() {
+            for j in 0..states {
+                copies.push((take(&mut input, c_prog * plane), block(Role::Input, b, k, j)));
+            }
+            if c_bound > 0 {
                 for j in 0..states {
-                    input.extend_from_slice(block(Role::Input, b, k, j));
-                }
-                if c_bound > 0 {
-                    for j in 0..states {
-                        input.extend_from_slice(block(Role::Boundary, b, k, j));
-                    }
-                }
-                for j in 0..states {
-                    label.extend_from_slice(block(Role::Label, b, k, j));
+                    copies.push((take(&mut input, c_bound * plane), block(Role::Boundary, b, k, j)));
                 }
             }
-            StepBatch { input, label }
-        })
-        .collect();
-    Ok(HostBatch { batch: plan.batch(), grid, input_channels, label_channels, steps })
+            for j in 0..states {
+                copies.push((take(&mut label, c_prog * plane), block(Role::Label, b, k, j)));
+            }
+        }
+        debug_assert!(input.is_empty() && label.is_empty());
+    }
+    copies.into_par_iter().for_each(|(dst, src)| dst.copy_from_slice(src));
+    Ok(())
 }
 
 /// The fast host path: prepare each unique plane once in the group buffers, then gather.
@@ -128,16 +164,55 @@ pub fn prepare_and_gather(
     preparations: &[&Preparation],
     grid: Grid,
 ) -> Result<HostBatch> {
-    for (g, buf) in plan.groups().iter().zip(groups.iter_mut()) {
-        let prep = preparations.get(g.source).ok_or_else(|| Error::BufferLength {
+    let mut out = HostBatch::default();
+    prepare_and_gather_into(plan, groups, preparations, grid, &mut out)?;
+    Ok(out)
+}
+
+/// [`prepare_and_gather`] into an existing batch, reusing its buffers; both halves run in
+/// parallel on the current rayon pool.
+///
+/// # Errors
+/// [`Error::BufferLength`] when buffers or preparations do not match the plan. This is checked
+/// before any group buffer is prepared, so a failed call leaves `groups` and `out` unchanged.
+pub fn prepare_and_gather_into(
+    plan: &BatchPlan,
+    groups: &mut [Vec<f32>],
+    preparations: &[&Preparation],
+    grid: Grid,
+    out: &mut HostBatch,
+) -> Result<()> {
+    if groups.len() != plan.groups().len() {
+        return Err(Error::BufferLength {
+            what: "group buffer list".into(),
+            expected: plan.groups().len(),
+            found: groups.len(),
+        });
+    }
+    let mut work = Vec::with_capacity(groups.len());
+    for (i, (g, buf)) in plan.groups().iter().zip(groups.iter_mut()).enumerate() {
+        let prep = *preparations.get(g.source).ok_or_else(|| Error::BufferLength {
             what: "preparation list".into(),
             expected: g.source + 1,
             found: preparations.len(),
         })?;
+        if prep.channels() != g.channels
+            || prep.mask().plane() != grid.plane()
+            || buf.len() != g.planes() * grid.plane()
+        {
+            return Err(Error::BufferLength {
+                what: format!("group buffer {i} (preparation of {} channels)", prep.channels()),
+                expected: g.planes() * grid.plane(),
+                found: buf.len(),
+            });
+        }
+        work.push((prep, buf));
+    }
+    for (prep, buf) in work {
         prep.prepare_group(buf)?;
     }
     let views: Vec<&[f32]> = groups.iter().map(Vec::as_slice).collect();
-    gather(plan, &views, grid)
+    gather_into(plan, &views, grid, out)
 }
 
 /// Fills a plan's group buffers one plane at a time through `fetch(source, time, channel, out)`.
@@ -183,7 +258,8 @@ pub fn reference_batch<E: From<Error>>(
     let c_prog = channels[roles.input];
     let c_bound = roles.boundary.map_or(0, |b| channels[b]);
     let states = plan.states();
-    let mut out = HostBatch::empty(samples.len(), grid, states, c_prog, c_bound, plan.steps());
+    let mut out = HostBatch::default();
+    out.reshape(samples.len(), grid, states, c_prog, c_bound, plan.steps());
     let mut scratch = vec![0.0f32; plane];
     let mut put = |source: usize, time: usize, dst: &mut [f32]| -> Result<(), E> {
         let prep = preparations[source];

@@ -28,7 +28,8 @@
 //! # Ok::<(), om4_batch::Error>(())
 //! ```
 //!
-//! This crate has no features and depends only on `serde` and `thiserror`.
+//! This crate has no features and depends only on `serde`, `thiserror` and `rayon` (the host
+//! normalization and gather run on the caller's rayon pool).
 
 mod error;
 mod gather;
@@ -40,7 +41,10 @@ mod space;
 mod window;
 
 pub use error::{Error, Result};
-pub use gather::{HostBatch, StepBatch, fill_groups, gather, prepare_and_gather, reference_batch};
+pub use gather::{
+    HostBatch, StepBatch, fill_groups, gather, gather_into, prepare_and_gather, prepare_and_gather_into,
+    reference_batch,
+};
 pub use plan::{BatchPlan, PlaneCount, ReadGroup, Role, RoleRows, Roles};
 pub use prepare::{Grid, LandMask, NormOrder, Preparation, nan_to_num, prepare_value};
 pub use schedule::{Ddp, Order, Schedule, Tail};

@@ -4,6 +4,7 @@
 //! `where(mask, x, fill)`. The other order masks first, then normalizes. `nan_to_num` also maps
 //! `±inf` to `±f32::MAX`, as torch does.
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -100,6 +101,10 @@ impl LandMask {
     pub fn as_slice(&self) -> &[bool] {
         &self.wet
     }
+    /// Values per plane.
+    pub fn plane(&self) -> usize {
+        self.plane
+    }
     /// The mask repeated `times` times along channels: Samudra's `label_mask` for `times = h + 1`.
     pub fn repeat(&self, times: usize) -> Self {
         Self { channels: self.channels * times, plane: self.plane, wet: self.wet.repeat(times) }
@@ -180,7 +185,8 @@ impl Preparation {
         }
     }
 
-    /// Prepares a `(times, channels, y, x)` group buffer in place, each plane once.
+    /// Prepares a `(times, channels, y, x)` group buffer in place, each plane once, in parallel on
+    /// the current rayon pool.
     ///
     /// # Errors
     /// [`Error::BufferLength`] when `buf` is not a whole number of `channels × plane` blocks.
@@ -193,11 +199,10 @@ impl Preparation {
                 found: buf.len(),
             });
         }
-        for time in buf.chunks_exact_mut(block) {
-            for (c, plane) in time.chunks_exact_mut(self.mask.plane).enumerate() {
-                self.prepare_plane(c, plane);
-            }
-        }
+        let channels = self.channels();
+        buf.par_chunks_exact_mut(self.mask.plane)
+            .enumerate()
+            .for_each(|(i, plane)| self.prepare_plane(i % channels, plane));
         Ok(())
     }
 }

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use om4_batch::{
-    BatchPlan, Ddp, Grid, LandMask, NormOrder, Order, Preparation, Role, Roles, Sample, SampleSpace, Schedule, Tail,
-    WindowSpec, fill_groups, prepare_and_gather, reference_batch,
+    BatchPlan, Ddp, Grid, HostBatch, LandMask, NormOrder, Order, Preparation, Role, Roles, Sample, SampleSpace,
+    Schedule, StepBatch, Tail, WindowSpec, fill_groups, gather_into, prepare_and_gather, reference_batch,
 };
 use proptest::prelude::*;
 
@@ -122,6 +122,15 @@ proptest! {
         let fast = prepare_and_gather(&plan, &mut groups, &prep_refs, grid).unwrap();
         let naive = reference_batch(&samples, &roles, &prep_refs, grid, fetch).unwrap();
         prop_assert!(fast.bitwise_eq(&naive));
+        // Reused outputs: a batch of another shape, then the same shape full of junk, are overwritten exactly.
+        let views: Vec<&[f32]> = groups.iter().map(Vec::as_slice).collect();
+        let junk = StepBatch { input: vec![f32::NAN; 5], label: vec![-1.0; 3 * plane] };
+        let mut reused = HostBatch { steps: vec![junk; spec.steps() + 1], ..HostBatch::default() };
+        gather_into(&plan, &views, grid, &mut reused).unwrap();
+        prop_assert!(reused.bitwise_eq(&naive));
+        reused.steps.iter_mut().for_each(|s| { s.input.fill(f32::NAN); s.label.fill(f32::INFINITY) });
+        gather_into(&plan, &views, grid, &mut reused).unwrap();
+        prop_assert!(reused.bitwise_eq(&naive));
         prop_assert_eq!(fast.steps.len(), spec.steps());
         prop_assert_eq!(fast.input_channels, spec.states() * (c_prog + if c_bound > 0 { c_bound.max(1) } else { 0 }));
     }

@@ -33,7 +33,9 @@ impl ReadPool {
         self.pool.current_num_threads()
     }
 
-    pub(crate) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    /// Runs `f` inside the pool, so that rayon work it starts (om4-batch's normalization and
+    /// gather, for one) shares the pool's threads instead of the global pool's.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.pool.install(f)
     }
 }
