@@ -53,6 +53,13 @@ fn cpu_seconds() -> Option<f64> {
     Some(ticks / 100.0)
 }
 
+/// Peak resident memory of this process in bytes (Linux `VmHWM`).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim();
+    kb.parse::<u64>().ok().map(|k| k * 1024)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -125,7 +132,7 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
         "windows": starts.len(), "starts": starts, "repeats": a.repeats, "threads": threads, "bytes_per_repeat": bytes,
         "gb_per_s_best": best, "gb_per_s_median": med,
         "planes_per_s_best": best * 1e9 / (plane as f64 * 4.0), "planes_per_s_median": med * 1e9 / (plane as f64 * 4.0),
-        "cpu_seconds_per_gb": cpu.map(|c| c / total_gb), "open_plus_first_window_s": open_plus_first_window, "load_average_before": load_before, "load_average_after": load_average(),
+        "cpu_seconds_per_gb": cpu.map(|c| c / total_gb), "open_plus_first_window_s": open_plus_first_window, "peak_rss_bytes": peak_rss_bytes(), "load_average_before": load_before, "load_average_after": load_average(),
         "finite_checksum": buf.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v)).sum::<f64>(),
     });
     if a.json {
@@ -199,6 +206,7 @@ fn host_batch(
 }
 
 pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
+    let opened = Instant::now();
     let store = Om4Store::open(&a.store)?;
     let dir = a.store.parent().map(PathBuf::from).unwrap_or_default();
     let names = om4_store::channel_names(a.levels);
@@ -235,6 +243,7 @@ pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
     let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
     let mut scratch = (Vec::new(), om4_batch::HostBatch::default());
     host_batch(&store, &pool, &sets, &sel, &prep_refs, &batches[0], &mut scratch)?;
+    let open_plus_first_batch = opened.elapsed().as_secs_f64();
     let first = &scratch.1;
     if let Some(out) = &a.check_out {
         std::fs::create_dir_all(out)?;
@@ -270,6 +279,7 @@ pub(crate) fn batch(a: &BatchArgs) -> Result<()> {
         "store": a.store, "history": a.history, "steps": a.steps, "batch_size": a.batch_size, "batches": batches.len(),
         "repeats": a.repeats, "ms_per_batch_best": best, "ms_per_batch_median": med,
         "planes_requested_last": planes.requested, "planes_unique_last": planes.unique,
+        "open_plus_first_batch_s": open_plus_first_batch, "peak_rss_bytes": peak_rss_bytes(),
     });
     if a.json {
         println!("{report}");

@@ -1,4 +1,6 @@
-"""Raw-window reads: om4 against the Python Zarr readers, on the same windows, in interleaved rounds.
+"""om4 against the Python Zarr readers: raw windows on the same windows in interleaved rounds (with CPU
+seconds per GB and peak RSS per reader, and open + first window in a new process), and a Samudra
+training batch on the host against a restatement of Samudra's CPU loader and TensorStore + dedup.
 
 Every reader fills one reused (steps, channels, y, x) float32 buffer per window, with the channels
 in om4's order (`om4 inspect --json`). Before any timing, each reader's first window is compared
@@ -142,6 +144,39 @@ print(time.perf_counter() - t0)
 """
 
 
+USAGE = """
+import json, resource, sys
+import numpy as np
+sys.path.insert(0, {here!r})
+import bench
+read = bench.READERS[{name!r}]({store!r}, {cmap!r}, {steps})
+buf = np.empty({shape!r}, dtype=np.float32)
+for s in {starts!r}:
+    read(s, buf)
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+for s in {starts!r}:
+    read(s, buf)
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the (forked) parent across exec.
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({{"cpu_s": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, "peak_rss_bytes": hwm * 1024}}))
+"""
+
+
+def usage(args, store, cmap, steps, shape, starts, readers, window_bytes):
+    """CPU seconds per GB read (all threads, after one warm pass) and peak RSS of the whole process,
+    each reader alone in a new process (om4 through its own /proc counters)."""
+    gb = window_bytes * len(starts) / 1e9
+    r = om4_run(args.om4, store, starts, steps, args.threads)
+    out = {"om4": {"cpu_s_per_gb": r["cpu_seconds_per_gb"], "peak_rss_mb": r["peak_rss_bytes"] / 1e6}}
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in readers:
+        code = USAGE.format(here=here, name=name, store=store, cmap=cmap, steps=steps, shape=shape, starts=starts)
+        u = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+        out[name] = {"cpu_s_per_gb": u["cpu_s"] / gb, "peak_rss_mb": u["peak_rss_bytes"] / 1e6}
+    return out
+
+
 def open_first_window(args, store, cmap, steps, shape, start, readers):
     """Median seconds, in a new process each time, to open the store and read the first window.
     Python readers pay their library imports inside the timing; interpreter start is excluded."""
@@ -201,13 +236,14 @@ def bench_store(args, store):
                 readers[name](s, buf)
             rounds[name].append(window_bytes * len(starts) / (time.perf_counter() - t0) / 1e9)
     cold = open_first_window(args, store, cmap, steps, list(buf.shape), starts[0], list(readers)) if args.open_rounds else {}
+    use = usage(args, store, cmap, steps, list(buf.shape), starts, list(readers), window_bytes) if args.usage else {}
     result = {"store": store, "codecs": info["codecs"], "open_plus_first_window_s": cold, "channels": len(channels), "grid": [ny, nx], "steps": steps,
               "windows": len(starts), "rounds": args.rounds, "load_1min": {"min": min(loads), "max": max(loads)},
               "status": status, "readers": {}}
     for name, gbs in rounds.items():
         ratios = [o / g for o, g in zip(rounds["om4"], gbs)]
         result["readers"][name] = {"gb_per_s_best": max(gbs), "gb_per_s_median": statistics.median(gbs),
-                                   "om4_ratio_per_round": ratios}
+                                   "om4_ratio_per_round": ratios} | use.get(name, {})
     return result
 
 
@@ -240,6 +276,71 @@ def samudra_cpu_batch(ds, prog, bound, stats, sample_starts, hist, steps):
     return out
 
 
+class TensorStoreDedupBatch:
+    """The best Python we could write for the same batch: every unique (time, channel) plane read
+    once with TensorStore straight into reused group buffers (consecutive times as one read),
+    normalized and masked in place with numpy, then copied block by block into reused outputs."""
+
+    def __init__(self, store, prog, bound, stats, hist, steps):
+        import tensorstore as ts
+
+        self.ts = ts
+        ctx = ts.Context({"cache_pool": {"total_bytes_limit": 0}})
+        open_ = lambda c: ts.open({"driver": "zarr", "kvstore": {"driver": "file", "path": os.path.join(store, c)}},
+                                  read=True, context=ctx).result()
+        self.sources = [([open_(c) for c in prog], stats[0]), ([open_(c) for c in bound], stats[1])]
+        self.states, self.steps = hist + 1, steps
+        self.buffers = {}
+
+    def _buffer(self, key, shape):
+        buf = self.buffers.get(key)
+        if buf is None or buf.shape != shape:
+            buf = self.buffers[key] = np.empty(shape, dtype=np.float32)
+        return buf
+
+    def _group(self, src, times):
+        arrays, (mean, std, wet) = self.sources[src]
+        ny, nx = arrays[0].shape[1:]
+        buf = self._buffer(("group", src), (len(times), len(arrays), ny, nx))
+        runs, i = [], 0
+        while i < len(times):
+            j = i
+            while j + 1 < len(times) and times[j + 1] == times[j] + 1:
+                j += 1
+            runs.append((i, times[i], j - i + 1))
+            i = j + 1
+        futures = [self.ts.array(buf[i0:i0 + n, c], copy=False, write=True).write(arr[t0:t0 + n])
+                   for c, arr in enumerate(arrays) for i0, t0, n in runs]
+        for f in futures:
+            f.result()
+        buf -= mean
+        buf /= std
+        np.nan_to_num(buf, copy=False, nan=0.0)
+        np.copyto(buf, np.float32(0.0), where=~wet)
+        return buf, {t: r for r, t in enumerate(times)}
+
+    def __call__(self, sample_starts):
+        S = self.states
+        t_in = lambda i, k: [i + k * S + j for j in range(S)]
+        t_lab = lambda i, k: [i + (k + 1) * S + j for j in range(S)]
+        prog_times = sorted({t for i in sample_starts for k in range(self.steps) for t in t_in(i, k) + t_lab(i, k)})
+        bound_times = sorted({t for i in sample_starts for k in range(self.steps) for t in t_in(i, k)})
+        (gp, rp), (gb, rb) = self._group(0, prog_times), self._group(1, bound_times)
+        cp, cb, (ny, nx) = gp.shape[1], gb.shape[1], gp.shape[2:]
+        out = []
+        for k in range(self.steps):
+            inp = self._buffer(("input", k), (len(sample_starts), S * (cp + cb), ny, nx))
+            lab = self._buffer(("label", k), (len(sample_starts), S * cp, ny, nx))
+            for b, i in enumerate(sample_starts):
+                for j, t in enumerate(t_in(i, k)):
+                    inp[b, j * cp:(j + 1) * cp] = gp[rp[t]]
+                    inp[b, S * cp + j * cb:S * cp + (j + 1) * cb] = gb[rb[t]]
+                for j, t in enumerate(t_lab(i, k)):
+                    lab[b, j * cp:(j + 1) * cp] = gp[rp[t]]
+            out.append((inp, lab))
+        return out
+
+
 def bench_batch(args, store, batch_size):
     import xarray as xr
 
@@ -264,31 +365,46 @@ def bench_batch(args, store, batch_size):
         return mean, std, wet
 
     st = (stats(names), stats(bound))
-    first = samudra_cpu_batch(ds, names, bound, st, batches[0], hist, steps)
-    equal = all(
-        np.array_equal(inp, np.load(os.path.join(work, f"step{k}_input.npy")), equal_nan=True)
-        and np.array_equal(lab, np.load(os.path.join(work, f"step{k}_label.npy")), equal_nan=True)
-        for k, (inp, lab) in enumerate(first)
-    )
-    times = []
-    for b in batches:
-        t0 = time.perf_counter()
-        samudra_cpu_batch(ds, names, bound, st, b, hist, steps)
-        times.append((time.perf_counter() - t0) * 1e3)
-    py = statistics.median(times)
+
+    def equal_to_om4(batch):
+        return all(
+            np.array_equal(inp, np.load(os.path.join(work, f"step{k}_input.npy")), equal_nan=True)
+            and np.array_equal(lab, np.load(os.path.join(work, f"step{k}_label.npy")), equal_nan=True)
+            for k, (inp, lab) in enumerate(batch)
+        )
+
+    def median_ms(f):
+        times = []
+        for b in batches:
+            t0 = time.perf_counter()
+            f(b)
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+    restated = lambda b: samudra_cpu_batch(ds, names, bound, st, b, hist, steps)
+    dedup = TensorStoreDedupBatch(store, names, bound, st, hist, steps)
+    equal = {"samudra_cpu_restatement": equal_to_om4(restated(batches[0])), "tensorstore_dedup": equal_to_om4(dedup(batches[0]))}
+    for b in batches:  # warm-up, as om4 bench batch does one untimed pass
+        dedup(b)
+    py, ts_ms = median_ms(restated), median_ms(dedup)
+    o = om4["ms_per_batch_median"]
     return {"store": store, "batch_size": batch_size, "batches": len(batches), "hist": hist, "steps": steps,
-            "om4_ms_per_batch_median": om4["ms_per_batch_median"], "samudra_cpu_restatement_ms_per_batch_median": py,
-            "samudra_cpu_restatement_equal_to_om4": equal, "om4_speedup": py / om4["ms_per_batch_median"],
+            "om4_ms_per_batch_median": o, "samudra_cpu_restatement_ms_per_batch_median": py,
+            "tensorstore_dedup_ms_per_batch_median": ts_ms, "equal_to_om4": equal,
+            "om4_speedup_vs_restatement": py / o, "om4_speedup_vs_tensorstore_dedup": ts_ms / o,
+            "om4_open_plus_first_batch_s": om4.get("open_plus_first_batch_s"),
             "planes_requested": om4["planes_requested_last"], "planes_unique": om4["planes_unique_last"]}
 
 
-def plot(results, path):
+def plot(results, batch_results, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    panels = 2 if batch_results else 1
+    fig, axes = plt.subplots(1, panels, figsize=(9 + 4 * (panels - 1), 4.5), width_ratios=[9, 4][:panels], squeeze=False)
+    ax = axes[0][0]
     names = sorted({n for r in results for n in r["readers"]}, key=lambda n: (n != "om4", n))
     width = 0.8 / max(1, len(names))
     for j, name in enumerate(names):
@@ -301,8 +417,21 @@ def plot(results, path):
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(results))])
     ax.set_xticklabels([f"{os.path.basename(os.path.dirname(r['store']))}\n{r['codecs'][0] if r['codecs'] else ''}" for r in results], fontsize=8)
     ax.set_ylabel("GB/s (median of rounds, decompressed)")
-    ax.set_title("Raw windows (6 steps × all channels) into one reused buffer")
+    ax.set_title("Raw windows (6 steps × all channels) into one reused buffer", fontsize=10)
     ax.legend(fontsize=8)
+    if batch_results:
+        ax = axes[0][1]
+        series = [("om4", "om4_ms_per_batch_median"), ("TensorStore + dedup", "tensorstore_dedup_ms_per_batch_median"),
+                  ("Samudra CPU restatement", "samudra_cpu_restatement_ms_per_batch_median")]
+        width = 0.8 / len(series)
+        for j, (label, key) in enumerate(series):
+            ax.bar([i + j * width for i in range(len(batch_results))], [r[key] for r in batch_results], width, label=label)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(batch_results))])
+        ax.set_xticklabels([f"{os.path.basename(os.path.dirname(r['store']))}\nbatch {r['batch_size']}" for r in batch_results], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms per batch (median, log scale)")
+        ax.set_title("Samudra batch on the host (hist 1, steps 4)", fontsize=10)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -317,6 +446,7 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--open-rounds", type=int, default=5, help="new processes per reader for open + first window (0: skip)")
+    p.add_argument("--no-usage", dest="usage", action="store_false", help="skip the CPU s/GB and peak-RSS runs")
     p.add_argument("--batch-store", action="append", default=[], help="also run the Samudra-batch workload on this store")
     p.add_argument("--levels", type=int, default=19)
     p.add_argument("--batch-sizes", default="1,4")
@@ -341,7 +471,7 @@ def main():
     with open(args.out, "w") as f:
         json.dump({"raw_windows": results, "samudra_batch": batch_results} if batch_results else results, f, indent=1)
     if args.plot:
-        plot(results, args.plot)
+        plot(results, batch_results, args.plot)
 
 
 if __name__ == "__main__":

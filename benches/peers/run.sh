@@ -15,7 +15,7 @@ cargo build --release --locked --bin om4
 om4=target/release/om4
 mode="${1:-}"
 if [ "$mode" = "--smoke" ]; then
-  args=(--ny 18 --nx 36 --times 12 --levels 2); rounds=1; windows=2; out="$work/smoke.json"; plot=(); sizes=1; stores_dir="$work/smoke-stores"
+  args=(--ny 18 --nx 36 --times 12 --levels 2); rounds=1; windows=2; out="$work/smoke.json"; plot=(--plot "$work/smoke.png"); sizes=1; stores_dir="$work/smoke-stores"
 else
   args=(--grid 1deg --times 60); rounds=3; windows=12; out=docs/peers.json; plot=(--plot docs/peers.png); sizes=1,4; stores_dir="$work/stores"
 fi
@@ -33,5 +33,5 @@ done
 echo "load before: $(cat /proc/loadavg)"
 levels=19; [ "$mode" = "--smoke" ] && levels=2
 "$work/venv/bin/python" benches/peers/bench.py --om4 "$om4" "${stores[@]}" --rounds "$rounds" --windows "$windows" \
-  --workdir "$work" --out "$out" --batch-store "${stores[1]}" --levels "$levels" --batch-sizes "$sizes" "${plot[@]}"
+  --workdir "$work" --out "$out" --batch-store "${stores[1]}" --batch-store "${stores[3]}" --levels "$levels" --batch-sizes "$sizes" "${plot[@]}"
 echo "load after: $(cat /proc/loadavg)"
