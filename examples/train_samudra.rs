@@ -211,7 +211,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let model_name = args.model.clone().or(file.model.name.clone()).unwrap_or_else(|| "tiny".into());
     let model = SamudraConfig::named(&model_name)
         .ok_or_else(|| format!("unknown model {model_name:?} (tiny, v1, v2, v2_highres)"))?;
-    let mut trainer = Trainer::new(config.clone(), model, &source, device(&args.device)?)?;
+    // On CUDA, the loaders stage batches in pinned host memory that cubecl DMAs without a copy.
+    #[cfg(feature = "cuda")]
+    let staging = if args.device == "cuda" { om4_burn::BufferPool::pinned(0)? } else { om4_burn::BufferPool::new() };
+    #[cfg(not(feature = "cuda"))]
+    let staging = om4_burn::BufferPool::new();
+    let mut trainer = Trainer::with_staging(config.clone(), model, &source, device(&args.device)?, staging)?;
     if args.resume {
         let dir = args.checkpoint_dir.as_ref().ok_or("--resume needs --checkpoint-dir")?;
         trainer.resume(dir)?;

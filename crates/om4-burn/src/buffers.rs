@@ -1,18 +1,23 @@
 //! Reusable host staging buffers: a pool that hands out a free buffer of sufficient capacity and
-//! keeps at most the three largest free ones.
+//! keeps at most the three largest free ones; pageable memory, or CUDA pinned memory with the
+//! `pinned` feature.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+use crate::staging::HostMem;
 
 /// Free buffers kept for reuse.
 const KEEP_FREE: usize = 3;
 
 #[derive(Debug, Default)]
 struct Shared {
-    free: Mutex<Vec<Vec<f32>>>,
+    free: Mutex<Vec<HostMem>>,
     leased: AtomicUsize,
     allocations: AtomicUsize,
+    #[cfg(feature = "pinned")]
+    pinned: Option<crate::cuda::PinnedAllocator>,
 }
 
 /// A pool of host buffers shared by the threads of a loader. Cloning shares the pool.
@@ -22,9 +27,33 @@ pub struct BufferPool {
 }
 
 impl BufferPool {
-    /// An empty pool.
+    /// An empty pool of pageable buffers.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty pool of page-locked buffers from CUDA device `ordinal`'s driver context
+    /// (feature `pinned`): uploads from them are DMA'd without a staging copy. When the driver
+    /// later refuses an allocation, that buffer falls back to pageable memory (with a warning).
+    ///
+    /// # Errors
+    /// [`Error::Cuda`] when no CUDA driver or device is available.
+    #[cfg(feature = "pinned")]
+    pub fn pinned(ordinal: usize) -> crate::Result<Self> {
+        let allocator = crate::cuda::PinnedAllocator::new(ordinal)?;
+        Ok(Self { shared: Arc::new(Shared { pinned: Some(allocator), ..Shared::default() }) })
+    }
+
+    fn allocate(&self, len: usize) -> HostMem {
+        self.shared.allocations.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "pinned")]
+        if let Some(alloc) = &self.shared.pinned {
+            match alloc.alloc(len) {
+                Ok(mem) => return HostMem::Pinned(mem),
+                Err(e) => tracing::warn!("pinned allocation of {len} floats failed, using pageable memory: {e}"),
+            }
+        }
+        HostMem::pageable(len)
     }
 
     /// A buffer of exactly `len` values (contents unspecified), reusing the smallest free buffer
@@ -40,15 +69,9 @@ impl BufferPool {
                 .map(|(i, _)| i);
             best.map(|i| free.swap_remove(i))
         };
-        let mut buf = reused.unwrap_or_else(|| {
-            self.shared.allocations.fetch_add(1, Ordering::Relaxed);
-            Vec::with_capacity(len)
-        });
-        // Only the length changes when the capacity suffices: no allocation.
-        buf.resize(len, 0.0);
-        buf.truncate(len);
+        let mem = reused.unwrap_or_else(|| self.allocate(len));
         self.shared.leased.fetch_add(1, Ordering::Relaxed);
-        PooledBuf { buf, pool: Arc::clone(&self.shared) }
+        PooledBuf { mem: Some(mem), len, pool: Arc::clone(&self.shared) }
     }
 
     /// Buffers handed out and not yet returned.
@@ -70,29 +93,48 @@ impl BufferPool {
 /// A leased buffer; dropping it returns it to its pool (or frees it when the pool keeps enough).
 #[derive(Debug)]
 pub struct PooledBuf {
-    buf: Vec<f32>,
+    /// `Some` until dropped.
+    mem: Option<HostMem>,
+    len: usize,
     pool: Arc<Shared>,
+}
+
+impl PooledBuf {
+    /// Whether the buffer is page-locked (CUDA pinned) memory.
+    pub fn is_pinned(&self) -> bool {
+        self.mem.as_ref().is_some_and(HostMem::is_pinned)
+    }
+
+    /// The whole allocation (at least `len` values).
+    pub(crate) fn whole(&self) -> &[f32] {
+        self.mem.as_ref().map_or(&[], HostMem::as_slice)
+    }
+
+    pub(crate) fn whole_mut(&mut self) -> &mut [f32] {
+        self.mem.as_mut().map_or(&mut [], HostMem::as_mut_slice)
+    }
 }
 
 impl Deref for PooledBuf {
     type Target = [f32];
     fn deref(&self) -> &[f32] {
-        &self.buf
+        &self.whole()[..self.len]
     }
 }
 
 impl DerefMut for PooledBuf {
     fn deref_mut(&mut self) -> &mut [f32] {
-        &mut self.buf
+        let len = self.len;
+        &mut self.whole_mut()[..len]
     }
 }
 
 impl Drop for PooledBuf {
     fn drop(&mut self) {
-        let buf = std::mem::take(&mut self.buf);
         self.pool.leased.fetch_sub(1, Ordering::Relaxed);
+        let Some(mem) = self.mem.take() else { return };
         let mut free = self.pool.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        free.push(buf);
+        free.push(mem);
         if free.len() > KEEP_FREE {
             let smallest =
                 free.iter().enumerate().min_by_key(|(_, b)| b.capacity()).map(|(i, _)| i).expect("non-empty");

@@ -114,7 +114,8 @@ impl Batcher<SampleItem, ModelBatch> for Om4Batcher {
             .iter()
             .map(|item| {
                 let views: Vec<&[f32]> = item.groups.iter().map(Vec::as_slice).collect();
-                prepare_batch(&item.plan, &views, &preps, self.grid, device)
+                // Items come from `Om4Dataset`, whose buffers match their plans.
+                prepare_batch(&item.plan, &views, &preps, self.grid, device).expect("item buffers match their plan")
             })
             .collect();
         let steps = per_item.first().map_or(0, |b| b.steps.len());

@@ -27,6 +27,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The CUDA driver reported an error, or is missing (feature `pinned`).
+    #[error("cannot {what}: {message}")]
+    Cuda {
+        /// What was attempted.
+        what: &'static str,
+        /// The driver's message.
+        message: String,
+    },
     /// The producer thread panicked while reading batch `batch` of the epoch.
     #[error("the loader's producer thread panicked at batch {batch}: {message}")]
     ProducerPanic {

@@ -32,14 +32,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Crate features: none yet; everything builds and tests on the CPU (`flex`) backend.
+//! Host staging buffers are handed to Burn as the tensors' own bytes (no host copy); each returns
+//! to the [`BufferPool`] when the backend has finished with it (on CUDA, after the copy's fence).
+//!
+//! Crate features (all off by default; everything builds and tests on the CPU `flex` backend):
+//! - `pinned`: page-locked staging buffers through cudarc ([`BufferPool::pinned`]), which cubecl
+//!   DMAs without restaging, and [`cuda::staging_check`] (run by `scripts/gpu-check.sh`). The
+//!   driver is loaded at run time, so this builds without a CUDA toolkit.
+//! - `cuda`: Burn's CUDA backend, with `pinned`. `vulkan`: Burn's wgpu/Vulkan backend.
 
 mod buffers;
+#[cfg(feature = "pinned")]
+pub mod cuda;
 mod dataset;
 mod error;
 mod loader;
 mod prepare;
 mod source;
+mod staging;
 mod telemetry;
 
 pub use buffers::{BufferPool, PooledBuf};

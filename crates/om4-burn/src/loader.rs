@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::buffers::{BufferPool, PooledBuf};
 use crate::error::{Error, Result};
-use crate::prepare::{DevicePreparation, ModelBatch, prepare_batch};
+use crate::prepare::{DevicePreparation, ModelBatch, prepare_pooled};
 use crate::source::BatchSource;
 use crate::telemetry::BatchTelemetry;
 
@@ -97,6 +97,14 @@ impl<S: BatchSource> Loader<S> {
         }
     }
 
+    /// Uses `buffers` for host staging, e.g. a [`BufferPool::pinned`] one (feature `pinned`), or
+    /// one pool shared with another loader.
+    #[must_use]
+    pub fn with_buffers(mut self, buffers: BufferPool) -> Self {
+        self.buffers = buffers;
+        self
+    }
+
     /// Batches per epoch (the same on every DDP rank).
     pub fn len(&self) -> usize {
         self.schedule.len(&self.space.groups())
@@ -176,8 +184,9 @@ impl<S: BatchSource> Loader<S> {
                     for (k, item) in host_rx.into_iter().enumerate() {
                         let item = item.and_then(|r| match r {
                             Ready::Host(h) => catch_unwind(AssertUnwindSafe(|| to_device(h, &preps, grid, &device)))
-                                .map(Ready::Device)
-                                .map_err(|panic| Error::ProducerPanic { batch: k, message: panic_message(&*panic) }),
+                                .map_err(|panic| Error::ProducerPanic { batch: k, message: panic_message(&*panic) })
+                                .flatten()
+                                .map(Ready::Device),
                             device_ready => Ok(device_ready),
                         });
                         let failed = item.is_err();
@@ -231,15 +240,21 @@ fn read_batch<S: BatchSource + ?Sized>(
     Ok(HostBatch { samples: indices, plan, groups, telemetry })
 }
 
-fn to_device(host: HostBatch, preps: &[DevicePreparation], grid: om4_batch::Grid, device: &Device) -> LoadedBatch {
+fn to_device(
+    host: HostBatch,
+    preps: &[DevicePreparation],
+    grid: om4_batch::Grid,
+    device: &Device,
+) -> Result<LoadedBatch> {
     let _span = tracing::debug_span!("om4_batch_prepare").entered();
     let t0 = Instant::now();
-    let views: Vec<&[f32]> = host.groups.iter().map(|g| &g[..]).collect();
-    let batch = prepare_batch(&host.plan, &views, preps, grid, device);
-    // On the CPU backend the tensors own copies now; the host buffers go back to the pool.
-    drop(views);
-    drop(host.groups);
-    LoadedBatch { samples: host.samples, batch, telemetry: BatchTelemetry { prepare: t0.elapsed(), ..host.telemetry } }
+    // The host buffers travel with their uploads and return to the pool when the backend is done.
+    let batch = prepare_pooled(&host.plan, host.groups, preps, grid, device)?;
+    Ok(LoadedBatch {
+        samples: host.samples,
+        batch,
+        telemetry: BatchTelemetry { prepare: t0.elapsed(), ..host.telemetry },
+    })
 }
 
 /// Where an epoch's batches come from: the prefetch threads, or (prefetch 0) the consumer's own thread.
@@ -295,13 +310,18 @@ impl Iterator for EpochIter {
                 b.telemetry.wait = wait;
                 Some(Ok(b))
             }
-            Some(Ok(Ready::Host(h))) => {
-                self.remaining -= 1;
-                let mut b = to_device(h, &self.preparations, self.grid, &self.device);
-                // The consumer also waits while its own thread prepares the batch.
-                b.telemetry.wait = t0.elapsed();
-                Some(Ok(b))
-            }
+            Some(Ok(Ready::Host(h))) => match to_device(h, &self.preparations, self.grid, &self.device) {
+                Ok(mut b) => {
+                    self.remaining -= 1;
+                    // The consumer also waits while its own thread prepares the batch.
+                    b.telemetry.wait = t0.elapsed();
+                    Some(Ok(b))
+                }
+                Err(e) => {
+                    self.finished = true;
+                    Some(Err(e))
+                }
+            },
             Some(Err(e)) => {
                 self.finished = true;
                 Some(Err(e))

@@ -2,7 +2,11 @@
 //! normalized and masked once with tensor ops, then `select` gathers the model batch.
 
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
-use om4_batch::{BatchPlan, Grid, NormOrder, Preparation, Role};
+use om4_batch::{BatchPlan, Grid, NormOrder, Preparation, ReadGroup, Role};
+
+use crate::buffers::PooledBuf;
+use crate::error::Result;
+use crate::staging;
 
 /// One rollout step of a model batch on a device.
 #[derive(Debug, Clone)]
@@ -31,6 +35,7 @@ pub struct DevicePreparation {
     order: NormOrder,
     fill: f32,
     channels: usize,
+    plane: usize,
 }
 
 impl DevicePreparation {
@@ -45,6 +50,7 @@ impl DevicePreparation {
             order: prep.order(),
             fill: prep.fill(),
             channels: c,
+            plane: grid.plane(),
         }
     }
 
@@ -71,11 +77,74 @@ impl DevicePreparation {
     }
 }
 
-/// Uploads the plan's group buffers, prepares them on `device` and gathers the model batch.
-/// `preparations[s]` belongs to source `s`.
+/// Uploads the plan's group buffers (copied), prepares them on `device` and gathers the model
+/// batch. `preparations[s]` belongs to source `s`.
+///
+/// # Errors
+/// [`om4_batch::Error::BufferLength`] when buffers or preparations do not match the plan.
 pub fn prepare_batch(
     plan: &BatchPlan,
     groups: &[&[f32]],
+    preparations: &[DevicePreparation],
+    grid: Grid,
+    device: &Device,
+) -> Result<ModelBatch> {
+    check(plan, groups.iter().map(|g| g.len()), preparations, grid)?;
+    let data = plan.groups().iter().zip(groups).map(|(g, buf)| TensorData::new(buf.to_vec(), group_shape(g, grid)));
+    Ok(prepare_data(plan, data, preparations, grid, device))
+}
+
+/// [`prepare_batch`] from pooled buffers without a host copy: each buffer becomes its upload's
+/// source and returns to its pool when the backend has finished with it.
+pub(crate) fn prepare_pooled(
+    plan: &BatchPlan,
+    groups: Vec<PooledBuf>,
+    preparations: &[DevicePreparation],
+    grid: Grid,
+    device: &Device,
+) -> Result<ModelBatch> {
+    check(plan, groups.iter().map(|g| g.len()), preparations, grid)?;
+    let data = plan.groups().iter().zip(groups).map(|(g, buf)| staging::tensor_data(buf, group_shape(g, grid)));
+    Ok(prepare_data(plan, data, preparations, grid, device))
+}
+
+fn group_shape(g: &ReadGroup, grid: Grid) -> [usize; 4] {
+    [g.times.len(), g.channels, grid.y, grid.x]
+}
+
+/// Every group has a buffer of its size and a preparation of its channel count and grid.
+fn check(
+    plan: &BatchPlan,
+    lens: impl ExactSizeIterator<Item = usize>,
+    preparations: &[DevicePreparation],
+    grid: Grid,
+) -> Result<()> {
+    let mismatch = |what: String, expected: usize, found: usize| {
+        Err(om4_batch::Error::BufferLength { what, expected, found }.into())
+    };
+    if lens.len() != plan.groups().len() {
+        return mismatch("group buffer list".into(), plan.groups().len(), lens.len());
+    }
+    for (i, (g, len)) in plan.groups().iter().zip(lens).enumerate() {
+        let Some(prep) = preparations.get(g.source) else {
+            return mismatch("device preparation list".into(), g.source + 1, preparations.len());
+        };
+        if prep.channels != g.channels {
+            return mismatch(format!("channels of the preparation of group {i}"), g.channels, prep.channels);
+        }
+        if prep.plane != grid.plane() {
+            return mismatch(format!("plane size of the preparation of group {i}"), grid.plane(), prep.plane);
+        }
+        if len != g.planes() * grid.plane() {
+            return mismatch(format!("group buffer {i}"), g.planes() * grid.plane(), len);
+        }
+    }
+    Ok(())
+}
+
+fn prepare_data(
+    plan: &BatchPlan,
+    groups: impl Iterator<Item = TensorData>,
     preparations: &[DevicePreparation],
     grid: Grid,
     device: &Device,
@@ -84,15 +153,7 @@ pub fn prepare_batch(
         .groups()
         .iter()
         .zip(groups)
-        .map(|(g, buf)| {
-            let prep = &preparations[g.source];
-            debug_assert_eq!(prep.channels, g.channels);
-            let raw = Tensor::<4>::from_data(
-                TensorData::new(buf.to_vec(), [g.times.len(), g.channels, grid.y, grid.x]),
-                device,
-            );
-            prep.apply(raw)
-        })
+        .map(|(g, data)| preparations[g.source].apply(Tensor::<4>::from_data(data, device)))
         .collect();
     let (b, states) = (plan.batch(), plan.states());
     let gather = |role: Role, step: usize| -> Option<Tensor<4>> {
@@ -104,6 +165,7 @@ pub fn prepare_batch(
         let c = plan.groups()[rows.group].channels;
         Some(prepared[rows.group].clone().select(0, idx).reshape([b, states * c, grid.y, grid.x]))
     };
+    // Every plan has input and label roles (BatchPlan::new checks them).
     let steps = (0..plan.steps())
         .map(|k| {
             let prog = gather(Role::Input, k).expect("input role");

@@ -180,7 +180,7 @@ fn epochs_follow_the_schedule_and_differ() {
     assert_ne!(e1, e2);
 }
 
-/// Hands the upload thread statistics for the wrong channels, so preparing a batch panics there.
+/// Hands the loader statistics for the wrong channels, so preparing a batch fails.
 #[derive(Debug)]
 struct WrongStats {
     inner: Arc<Om4Source>,
@@ -209,20 +209,27 @@ impl BatchSource for WrongStats {
 }
 
 #[test]
-fn a_panic_in_the_upload_thread_is_an_error_not_a_short_epoch() {
+fn mismatched_statistics_are_an_error_not_a_panic_or_a_short_epoch() {
     let f = fixture(true);
     let src = source(&f);
     let prog = src.preparations()[0].clone();
     let wrong = Arc::new(WrongStats { inner: Arc::clone(&src), preps: vec![prog.clone(), prog] });
     let space = SampleSpace::single(WindowSpec::new(1, 1, 1).unwrap(), src.time_len()).unwrap();
-    let config = LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, prefetch_to_device: true };
-    let loader = Loader::new(wrong, space, Schedule::validation(2, 1, None).unwrap(), config, Device::flex());
-    let mut it = loader.epoch(1).unwrap();
-    match it.next() {
-        Some(Err(Error::ProducerPanic { batch: 0, .. })) => {}
-        other => panic!("expected a producer panic at batch 0, got {other:?}"),
+    // Upload thread, consumer thread after host prefetch, and no prefetch at all.
+    for (prefetch_batches, prefetch_to_device) in [(2, true), (2, false), (0, false)] {
+        let config = LoaderConfig { prefetch_batches, max_concurrent_reads: 2, prefetch_to_device };
+        let schedule = Schedule::validation(2, 1, None).unwrap();
+        let loader = Loader::new(Arc::clone(&wrong), space.clone(), schedule, config, Device::flex());
+        let mut it = loader.epoch(1).unwrap();
+        match it.next() {
+            // The boundary group (3 channels) meets the 9-channel prognostic statistics.
+            Some(Err(Error::Plan(om4_batch::Error::BufferLength { what, expected: 3, found: 9 }))) => {
+                assert!(what.contains("channels of the preparation"), "{what}");
+            }
+            other => panic!("expected a preparation mismatch at batch 0, got {other:?}"),
+        }
+        assert!(it.next().is_none());
+        drop(it);
+        assert_eq!(loader.buffers().leased(), 0);
     }
-    assert!(it.next().is_none());
-    drop(it);
-    assert_eq!(loader.buffers().leased(), 0);
 }

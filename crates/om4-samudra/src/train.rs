@@ -17,7 +17,7 @@ use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptim
 use burn::store::ModuleRecord;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, BatchTelemetry, EpochSummary, Loader, LoaderConfig, ModelBatch, Om4Source};
+use om4_burn::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, Loader, LoaderConfig, ModelBatch, Om4Source};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Samudra, SamudraConfig};
@@ -356,6 +356,21 @@ impl Trainer {
     /// # Errors
     /// A split too short for its windows, or a bad configuration.
     pub fn new(config: TrainConfig, model_config: SamudraConfig, source: &Om4Source, device: Device) -> Result<Self> {
+        Self::with_staging(config, model_config, source, device, BufferPool::new())
+    }
+
+    /// [`Trainer::new`] with the host staging pool both loaders share, e.g.
+    /// `BufferPool::pinned(0)?` for a CUDA device (feature `cuda`).
+    ///
+    /// # Errors
+    /// As [`Trainer::new`].
+    pub fn with_staging(
+        config: TrainConfig,
+        model_config: SamudraConfig,
+        source: &Om4Source,
+        device: Device,
+        staging: BufferPool,
+    ) -> Result<Self> {
         if config.batch_size == 0 || config.epochs == 0 || config.grad_accumulation == 0 {
             return Err(Error::Config {
                 field: "batch_size/epochs/grad_accumulation",
@@ -380,14 +395,16 @@ impl Trainer {
             Schedule::training(config.batch_size, seed, None)?,
             config.loading,
             device.clone(),
-        );
+        )
+        .with_buffers(staging.clone());
         let val = Loader::new(
             val_src,
             val_space,
             Schedule::validation(config.batch_size, seed, None)?,
             config.loading,
             device.clone(),
-        );
+        )
+        .with_buffers(staging);
         let channels = source.channels();
         let (c_prog, c_bound) = (channels[0], channels.get(1).copied().unwrap_or(0));
         let grid = source.grid();
