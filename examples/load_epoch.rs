@@ -1,6 +1,6 @@
 //! Load one epoch of Samudra batches from a store with the om4 loader (CPU backend) and report
 //! data wait, read and preparation times. Usage:
-//! `cargo run --release --example load_epoch -- STORE [BATCH_SIZE] [PREFETCH] [MAX_BATCHES]`
+//! `cargo run --release --example load_epoch -- STORE [BATCH_SIZE] [PREFETCH] [MAX_BATCHES] [TO_DEVICE 1|0]`
 //! (means and stds are read from `OM4_means.zarr` / `OM4_stds.zarr` beside the store).
 
 use std::error::Error;
@@ -16,10 +16,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let store = PathBuf::from(args.first().ok_or("usage: load_epoch STORE [BATCH_SIZE] [PREFETCH] [MAX_BATCHES]")?);
     let arg = |i: usize, default: usize| args.get(i).map_or(Ok(default), |s| s.parse::<usize>());
-    let (batch, prefetch, max_batches) = (arg(1, 4)?, arg(2, 2)?, arg(3, usize::MAX)?);
+    let (batch, prefetch, max_batches, to_device) = (arg(1, 4)?, arg(2, 2)?, arg(3, usize::MAX)?, arg(4, 1)? == 1);
     let dir = store.parent().map(PathBuf::from).unwrap_or_default();
     let config = SourceConfig::samudra(store, dir.join("OM4_means.zarr"), dir.join("OM4_stds.zarr"), 19);
-    let loading = LoaderConfig { prefetch_batches: prefetch, ..LoaderConfig::default() };
+    let loading = LoaderConfig { prefetch_batches: prefetch, prefetch_to_device: to_device, ..LoaderConfig::default() };
     let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(loading.max_concurrent_reads)?)?);
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1)?, source.time_len())?;
     let loader = Loader::new(source, space, Schedule::training(batch, 15, None)?, loading, Device::flex());
@@ -31,7 +31,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     println!(
         "{} batches of {batch}: {:.1} MB unique planes per batch ({} requested, {} unique planes in all); \
-         wait p50 {:.2} ms p95 {:.2} ms; read p50 {:.1} ms; prepare p50 {:.1} ms",
+         wait p50 {:.2} ms p95 {:.2} ms; read p50 {:.1} ms; prepare p50 {:.1} ms; \
+         host staging peak {:.1} MB in {} buffers",
         s.batches,
         s.bytes as f64 / s.batches.max(1) as f64 / 1e6,
         s.planes.requested,
@@ -39,7 +40,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         ms(s.wait.p50),
         ms(s.wait.p95),
         ms(s.read.p50),
-        ms(s.prepare.p50)
+        ms(s.prepare.p50),
+        loader.buffers().peak_bytes() as f64 / 1e6,
+        loader.buffers().allocations()
     );
     Ok(())
 }

@@ -16,6 +16,9 @@ struct Shared {
     free: Mutex<Vec<HostMem>>,
     leased: AtomicUsize,
     allocations: AtomicUsize,
+    /// Bytes of every buffer the pool owns (leased or free), and their high-water mark.
+    held: AtomicUsize,
+    peak: AtomicUsize,
     #[cfg(feature = "pinned")]
     pinned: Option<crate::cuda::PinnedAllocator>,
 }
@@ -45,7 +48,44 @@ impl BufferPool {
     }
 
     fn allocate(&self, len: usize) -> HostMem {
+        let mem = self.allocate_mem(len);
         self.shared.allocations.fetch_add(1, Ordering::Relaxed);
+        self.account(0, mem.capacity());
+        mem
+    }
+
+    /// A free buffer too small for `len`, grown instead of kept beside a new one (pageable
+    /// memory is reallocated; pinned memory is freed and allocated anew).
+    fn regrow(&self, mem: HostMem, len: usize) -> HostMem {
+        let old = mem.capacity();
+        let mem = match mem {
+            HostMem::Pageable(mut v) => {
+                v.resize(len, 0.0);
+                HostMem::Pageable(v)
+            }
+            #[cfg(feature = "pinned")]
+            pinned @ HostMem::Pinned(_) => {
+                drop(pinned);
+                self.allocate_mem(len)
+            }
+        };
+        self.shared.allocations.fetch_add(1, Ordering::Relaxed);
+        self.account(old, mem.capacity());
+        mem
+    }
+
+    /// Records a buffer of `old` values becoming one of `new` values.
+    fn account(&self, old: usize, new: usize) {
+        if new >= old {
+            let grown = (new - old) * 4;
+            let held = self.shared.held.fetch_add(grown, Ordering::Relaxed) + grown;
+            self.shared.peak.fetch_max(held, Ordering::Relaxed);
+        } else {
+            self.shared.held.fetch_sub((old - new) * 4, Ordering::Relaxed);
+        }
+    }
+
+    fn allocate_mem(&self, len: usize) -> HostMem {
         #[cfg(feature = "pinned")]
         if let Some(alloc) = &self.shared.pinned {
             match alloc.alloc(len) {
@@ -57,9 +97,10 @@ impl BufferPool {
     }
 
     /// A buffer of exactly `len` values (contents unspecified), reusing the smallest free buffer
-    /// whose capacity suffices.
+    /// whose capacity suffices. When none does, the largest free buffer is grown rather than
+    /// kept beside a new allocation, so batches of slowly varying size do not pile up buffers.
     pub fn acquire(&self, len: usize) -> PooledBuf {
-        let reused = {
+        let (fits, largest) = {
             let mut free = self.shared.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let best = free
                 .iter()
@@ -67,9 +108,19 @@ impl BufferPool {
                 .filter(|(_, b)| b.capacity() >= len)
                 .min_by_key(|(_, b)| b.capacity())
                 .map(|(i, _)| i);
-            best.map(|i| free.swap_remove(i))
+            match best {
+                Some(i) => (Some(free.swap_remove(i)), None),
+                None => {
+                    let largest = free.iter().enumerate().max_by_key(|(_, b)| b.capacity()).map(|(i, _)| i);
+                    (None, largest.map(|i| free.swap_remove(i)))
+                }
+            }
         };
-        let mem = reused.unwrap_or_else(|| self.allocate(len));
+        let mem = match (fits, largest) {
+            (Some(mem), _) => mem,
+            (None, Some(small)) => self.regrow(small, len),
+            (None, None) => self.allocate(len),
+        };
         self.shared.leased.fetch_add(1, Ordering::Relaxed);
         PooledBuf { mem: Some(mem), len, pool: Arc::clone(&self.shared) }
     }
@@ -87,6 +138,16 @@ impl BufferPool {
     /// Buffers allocated so far (a reuse does not count).
     pub fn allocations(&self) -> usize {
         self.shared.allocations.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the pool owns now (leased and free buffers).
+    pub fn held_bytes(&self) -> usize {
+        self.shared.held.load(Ordering::Relaxed)
+    }
+
+    /// The most bytes the pool has owned at once: the host staging footprint.
+    pub fn peak_bytes(&self) -> usize {
+        self.shared.peak.load(Ordering::Relaxed)
     }
 }
 
@@ -138,7 +199,8 @@ impl Drop for PooledBuf {
         if free.len() > KEEP_FREE {
             let smallest =
                 free.iter().enumerate().min_by_key(|(_, b)| b.capacity()).map(|(i, _)| i).expect("non-empty");
-            free.swap_remove(smallest);
+            let evicted = free.swap_remove(smallest);
+            self.pool.held.fetch_sub(evicted.capacity() * 4, Ordering::Relaxed);
         }
     }
 }
@@ -158,9 +220,11 @@ mod tests {
         assert_eq!(b.len(), 15);
         assert_eq!(pool.allocations(), 4);
         let c = pool.acquire(35); // the 40
-        let d = pool.acquire(50); // nothing fits
-        assert_eq!(pool.allocations(), 5);
+        let d = pool.acquire(50); // nothing fits: the 30, the largest free one, grows to 50
+        assert_eq!((d.len(), pool.allocations(), pool.free()), (50, 5, 0));
+        assert_eq!(pool.peak_bytes(), (20 + 40 + 50) * 4);
         drop((b, c, d));
         assert_eq!(pool.free(), 3);
+        assert_eq!(pool.held_bytes(), (20 + 40 + 50) * 4);
     }
 }
