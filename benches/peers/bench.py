@@ -436,10 +436,61 @@ def plot(results, batch_results, path):
     fig.savefig(path, dpi=110)
 
 
+READER_COLUMNS = [("tensorstore_into_buffer", "TensorStore into buffer"), ("zarr_python+zarrs", "zarr-python + zarrs"),
+                  ("zarr_python", "zarr-python"), ("xarray_isel_values", "xarray `.isel().values`")]
+
+
+def markdown(results, batch_results):
+    """The result tables, as docs/benchmarks.md shows them between its `peers:begin/end` markers."""
+    name = lambda r: os.path.basename(os.path.dirname(r["store"]))
+    out = ["Median GB/s of decompressed planes over the rounds; in brackets om4's ratio to that reader per round.", "",
+           "| store | om4 | " + " | ".join(t for _, t in READER_COLUMNS) + " |", "|---" * (2 + len(READER_COLUMNS)) + "|"]
+    for r in results:
+        row = [name(r), f"{r['readers']['om4']['gb_per_s_median']:.2f}"]
+        for key, _ in READER_COLUMNS:
+            v = r["readers"].get(key)
+            row.append("—" if v is None else f"{v['gb_per_s_median']:.2f} ({', '.join(f'{x:.2f}' for x in v['om4_ratio_per_round'])}×)")
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", "CPU seconds per GB read (all threads) / peak RSS in MB, each reader alone in a new process:", "",
+            "| store | om4 | " + " | ".join(t for _, t in READER_COLUMNS) + " |", "|---" * (2 + len(READER_COLUMNS)) + "|"]
+    for r in results:
+        cell = lambda v: "—" if v is None or "cpu_s_per_gb" not in v else f"{v['cpu_s_per_gb']:.2f} / {v['peak_rss_mb']:.0f}"
+        out.append("| " + " | ".join([name(r), cell(r["readers"]["om4"])] + [cell(r["readers"].get(k)) for k, _ in READER_COLUMNS]) + " |")
+    out += ["", "Open the store and read the first window, in a new process (median seconds):", "",
+            "| store | om4 | " + " | ".join(t for _, t in READER_COLUMNS) + " |", "|---" * (2 + len(READER_COLUMNS)) + "|"]
+    for r in results:
+        o = r["open_plus_first_window_s"]
+        out.append("| " + " | ".join([name(r), f"{o.get('om4', float('nan')):.3f}"] +
+                                     [f"{o[k]:.3f}" if k in o else "—" for k, _ in READER_COLUMNS]) + " |")
+    if batch_results:
+        out += ["", "Samudra batch on the host (median ms per batch; first batch of each path equal to om4's bit for bit):", "",
+                "| store | batch | planes requested / read | om4 | TensorStore + dedup | Samudra CPU path (restated) | om4 open + first batch |",
+                "|---|---|---|---|---|---|---|"]
+        for r in batch_results:
+            ok = all(r["equal_to_om4"].values())
+            out.append(f"| {name(r)} | {r['batch_size']} | {r['planes_requested']} / {r['planes_unique']} | "
+                       f"{r['om4_ms_per_batch_median']:.0f} | {r['tensorstore_dedup_ms_per_batch_median']:.0f} "
+                       f"({r['om4_speedup_vs_tensorstore_dedup']:.1f}×) | {r['samudra_cpu_restatement_ms_per_batch_median']:.0f} "
+                       f"({r['om4_speedup_vs_restatement']:.1f}×) | {r['om4_open_plus_first_batch_s']:.2f} s |"
+                       + ("" if ok else " NOT EQUAL"))
+    loads = [x for r in results for x in (r["load_1min"]["min"], r["load_1min"]["max"])]
+    out += ["", f"Load average (1 min) during the raw-window rounds: {min(loads):.2f}–{max(loads):.2f}."]
+    return "\n".join(out) + "\n"
+
+
+def write_tables(path, text):
+    """Replaces the text between the `<!-- peers:begin -->` and `<!-- peers:end -->` markers."""
+    doc = open(path).read()
+    begin, end = "<!-- peers:begin -->\n", "<!-- peers:end -->"
+    i, j = doc.index(begin) + len(begin), doc.index(end)
+    with open(path, "w") as f:
+        f.write(doc[:i] + text + doc[j:])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--om4", required=True)
-    p.add_argument("--store", action="append", required=True)
+    p.add_argument("--om4")
+    p.add_argument("--store", action="append", default=[])
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--windows", type=int, default=12)
     p.add_argument("--rounds", type=int, default=3)
@@ -455,8 +506,18 @@ def main():
     p.add_argument("--workdir", default="/tmp")
     p.add_argument("--out", required=True)
     p.add_argument("--plot")
+    p.add_argument("--tables", help="rewrite the tables between the peers markers of this markdown file")
+    p.add_argument("--from-json", action="store_true", help="only redraw the plot and tables from --out")
     args = p.parse_args()
     args.readers = [r for r in args.readers.split(",") if r]
+    if args.from_json:
+        saved = json.load(open(args.out))
+        results, batch_results = (saved["raw_windows"], saved["samudra_batch"]) if isinstance(saved, dict) else (saved, [])
+        if args.plot:
+            plot(results, batch_results, args.plot)
+        if args.tables:
+            write_tables(args.tables, markdown(results, batch_results))
+        return
     results = []
     for s in args.store:
         r = bench_store(args, s)
@@ -472,6 +533,8 @@ def main():
         json.dump({"raw_windows": results, "samudra_batch": batch_results} if batch_results else results, f, indent=1)
     if args.plot:
         plot(results, batch_results, args.plot)
+    if args.tables:
+        write_tables(args.tables, markdown(results, batch_results))
 
 
 if __name__ == "__main__":
