@@ -161,8 +161,8 @@ READERS = {
 
 
 # ------------------------------------------------------------------------------------- om4
-def om4_run(om4, store, starts, steps, threads, check_out=None):
-    cmd = [om4, "bench", "read", store, "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", "1", "--json"]
+def om4_run(om4, store, starts, steps, threads, check_out=None, repeats=1, extra=()):
+    cmd = [om4, "bench", "read", store, "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", str(repeats), "--json", *extra]
     if threads:
         cmd += ["--threads", str(threads)]
     if check_out:
@@ -280,7 +280,11 @@ def bench_store(args, store):
             rounds[name].append(window_bytes * len(starts) / (time.perf_counter() - t0) / 1e9)
     cold = open_first_window(args, store, cmap, steps, list(buf.shape), starts[0], list(readers)) if args.open_rounds else {}
     use = usage(args, store, cmap, steps, list(buf.shape), starts, list(readers), window_bytes) if args.usage else {}
-    result = {"store": store, "codecs": info["codecs"], "open_plus_first_window_s": cold, "channels": len(channels), "grid": [ny, nx], "steps": steps,
+    try:  # the composed read + decode reference (direct-path, unsharded stores only)
+        reference = om4_run(args.om4, store, starts, steps, args.threads, repeats=3, extra=["--reference"])["read_decode_reference"]
+    except subprocess.CalledProcessError as e:
+        reference = {"error": e.stderr.strip().splitlines()[-1] if e.stderr else str(e)}
+    result = {"store": store, "codecs": info["codecs"], "open_plus_first_window_s": cold, "om4_read_decode_reference": reference, "channels": len(channels), "grid": [ny, nx], "steps": steps,
               "windows": len(starts), "rounds": args.rounds, "load_1min": {"min": min(loads), "max": max(loads)},
               "status": status, "readers": {}}
     for name, gbs in rounds.items():
@@ -494,6 +498,15 @@ def markdown(results, batch_results):
             v = r["readers"].get(key)
             row.append("—" if v is None else f"{v['gb_per_s_median']:.2f} ({', '.join(f'{x:.2f}' for x in v['om4_ratio_per_round'])}×)")
         out.append("| " + " | ".join(row) + " |")
+    out += ["", "om4 against the composed read + decode reference (`om4 bench read --reference`: the same chunk files read whole,",
+            "then decoded into the window, each phase on all cores and timed alone; best of 3):", "",
+            "| store | reference GB/s | read s + decode s per pass over the windows | om4 best / reference |", "|---|---|---|---|"]
+    for r in results:
+        ref = r.get("om4_read_decode_reference") or {}
+        if "gb_per_s" in ref:
+            out.append(f"| {name(r)} | {ref['gb_per_s']:.2f} | {ref['read_s']:.3f} + {ref['decode_s']:.3f} | {ref['om4_best_over_reference']:.2f} |")
+        else:
+            out.append(f"| {name(r)} | — ({ref.get('error', 'not measured')}) | | |")
     out += ["", "CPU seconds per GB read (all threads) / peak RSS in MB, each reader alone in a new process:", "",
             "| store | om4 | " + " | ".join(t for _, t in READER_COLUMNS) + " |", "|---" * (2 + len(READER_COLUMNS)) + "|"]
     for r in results:

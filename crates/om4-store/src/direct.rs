@@ -103,6 +103,30 @@ impl DirectArray {
         })
     }
 
+    /// Reads the chunk files of the planes of `levels` at time `row` whole into `frames` (one per
+    /// plane, reusing their capacity), without decoding: the read half of the composed
+    /// read + decode reference. Unsharded arrays only.
+    pub(crate) fn fetch_planes(&self, row: u64, levels: Range<u64>, frames: &mut [Vec<u8>]) -> Result<(), BoxError> {
+        if self.chunks.shard.is_some() {
+            return Err("sharded arrays are not measured (unsharded one-plane chunks only)".into());
+        }
+        for (k, frame) in frames.iter_mut().enumerate() {
+            let (path, _) = self.locate(row, levels.start + k as u64);
+            frame.clear();
+            std::fs::File::open(&path)?.read_to_end(frame).map_err(|e| format!("chunk {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Decodes frames from [`DirectArray::fetch_planes`] into `out`, one plane each: the decode half.
+    pub(crate) fn decode_planes(&self, frames: &[Vec<u8>], out: &mut [f32]) -> Result<(), BoxError> {
+        let plane = out.len() / frames.len().max(1);
+        for (frame, dest) in frames.iter().zip(out.chunks_exact_mut(plane)) {
+            self.decode(frame, dest)?;
+        }
+        Ok(())
+    }
+
     /// Reads inner chunk `n` of a shard through the shard's index.
     #[cfg(not(unix))]
     fn read_inner(&self, _: &std::fs::File, _: &ShardLayout, _: u64, _: &mut [f32]) -> Result<(), BoxError> {

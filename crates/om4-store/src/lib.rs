@@ -49,7 +49,7 @@ mod zarr;
 pub use error::{BoxError, Error, Result};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
 pub use pool::ReadPool;
-pub use store::{Channel, ChannelSet, Layout, Om4Store, Selection, StatsStore};
+pub use store::{Channel, ChannelSet, Layout, Om4Store, ReadDecodeTimes, Selection, StatsStore};
 pub use synth::{
     DEPTH_VARS, DZ, LEV, SURFACE_VARS, SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, channel_names,
     synthesize,

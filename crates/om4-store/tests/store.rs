@@ -75,6 +75,19 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
         store.read_into(&pool, &set, &sel, &positions, &mut direct).unwrap();
         store.read_into(&pool, &set.zarrs_only(), &sel, &positions, &mut via_zarrs).unwrap();
         assert_eq!(bits(&direct), bits(&via_zarrs), "{cfg:?}");
+        // The composed read + decode reference decodes the same bits, or declines arrays it cannot measure.
+        let mut reference = vec![0f32; direct.len()];
+        match store.read_decode_reference(&pool, &set, &sel, &positions, &mut reference, &mut Vec::new()) {
+            Ok(t) => {
+                assert!(expected_direct == set.len() && cfg.shard.is_none(), "{cfg:?}");
+                assert_eq!(bits(&reference), bits(&direct), "{cfg:?}");
+                assert!(t.compressed_bytes > 0);
+            }
+            Err(e) => {
+                assert!(matches!(e, om4_store::Error::Request { .. }), "{cfg:?}: {e}");
+                assert!(expected_direct < set.len() || cfg.shard.is_some(), "{cfg:?}: {e}");
+            }
+        }
         let expected_layout =
             if cfg.layout == SynthLayout::Flat { om4_store::Layout::Flat } else { om4_store::Layout::Compact };
         assert_eq!(store.layout(), expected_layout, "{cfg:?}");
