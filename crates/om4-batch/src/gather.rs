@@ -196,15 +196,14 @@ pub fn prepare_and_gather_into(
             expected: g.source + 1,
             found: preparations.len(),
         })?;
-        if prep.channels() != g.channels
-            || prep.mask().plane() != grid.plane()
-            || buf.len() != g.planes() * grid.plane()
-        {
-            return Err(Error::BufferLength {
-                what: format!("group buffer {i} (preparation of {} channels)", prep.channels()),
-                expected: g.planes() * grid.plane(),
-                found: buf.len(),
-            });
+        for (what, expected, found) in [
+            ("channels of the preparation of group", g.channels, prep.channels()),
+            ("plane size of the preparation of group", grid.plane(), prep.mask().plane()),
+            ("length of group buffer", g.planes() * grid.plane(), buf.len()),
+        ] {
+            if expected != found {
+                return Err(Error::BufferLength { what: format!("{what} {i}"), expected, found });
+            }
         }
         work.push((prep, buf));
     }

@@ -4,7 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use om4_batch::{
     BatchPlan, Ddp, Grid, HostBatch, LandMask, NormOrder, Order, Preparation, Role, Roles, Sample, SampleSpace,
-    Schedule, StepBatch, Tail, WindowSpec, fill_groups, gather_into, prepare_and_gather, reference_batch,
+    Schedule, StepBatch, Tail, WindowSpec, fill_groups, gather_into, prepare_and_gather, prepare_and_gather_into,
+    reference_batch,
 };
 use proptest::prelude::*;
 
@@ -187,4 +188,36 @@ proptest! {
             prop_assert!(b.iter().all(|i| groups[g].contains(i)), "a batch mixes groups");
         }
     }
+}
+
+#[test]
+fn mismatched_preparations_are_errors_and_leave_buffers_untouched() {
+    let grid = Grid { y: 2, x: 3 };
+    let spec = WindowSpec::new(1, 2, 1).unwrap();
+    let plan = BatchPlan::new(&[Sample { spec, start: 0 }], &Roles::samudra(), &[2, 1]).unwrap();
+    let fetch = |s: usize, t: usize, c: usize, out: &mut [f32]| -> Result<(), om4_batch::Error> {
+        out.iter_mut().enumerate().for_each(|(cell, v)| *v = raw(s, t, c, cell));
+        Ok(())
+    };
+    let groups = fill_groups(&plan, grid, fetch).unwrap();
+    let order = NormOrder::NormalizeThenMask;
+    let (p0, p1) = (preparation(0, 2, 6, order), preparation(1, 1, 6, order));
+    let (wide, other_grid) = (preparation(1, 2, 6, order), preparation(1, 1, 4, order));
+    for (preps, what) in [
+        (vec![&p0, &wide], "channels of the preparation of group 1"),
+        (vec![&p0, &other_grid], "plane size of the preparation of group 1"),
+        (vec![&p0], "preparation list"),
+    ] {
+        let mut g = groups.clone();
+        let mut out = HostBatch::default();
+        match prepare_and_gather_into(&plan, &mut g, &preps, grid, &mut out) {
+            Err(om4_batch::Error::BufferLength { what: w, .. }) => assert_eq!(w, what),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+        let bits = |v: &[Vec<f32>]| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&g), bits(&groups), "no group buffer was prepared");
+        assert!(out.steps.is_empty());
+    }
+    let mut g = groups.clone();
+    assert!(prepare_and_gather_into(&plan, &mut g, &[&p0, &p1], grid, &mut HostBatch::default()).is_ok());
 }
