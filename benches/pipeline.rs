@@ -21,7 +21,7 @@ fn pipeline(c: &mut Criterion) {
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1).expect("spec"), source.time_len()).expect("space");
     let schedule = Schedule::training(1, 15, None).expect("schedule");
     let loader = |prefetch: usize| {
-        let lc = LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads: 2, prefetch_to_device: true };
+        let lc = LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads: 2, ..LoaderConfig::default() };
         Loader::new(Arc::clone(&source), space.clone(), schedule, lc, Device::flex())
     };
     // Load time per batch, measured with no consumer work and no prefetch.

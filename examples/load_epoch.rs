@@ -1,6 +1,6 @@
 //! Load one epoch of Samudra batches from a store with the om4 loader (CPU backend) and report
 //! data wait, read and preparation times. Usage:
-//! `cargo run --release --example load_epoch -- STORE [BATCH_SIZE] [PREFETCH] [MAX_BATCHES] [TO_DEVICE 1|0]`
+//! `cargo run --release --example load_epoch -- STORE [BATCH_SIZE] [PREFETCH] [MAX_BATCHES] [TO_DEVICE 1|0] [auto|host|device]`
 //! (means and stds are read from `OM4_means.zarr` / `OM4_stds.zarr` beside the store).
 
 use std::error::Error;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use burn::tensor::Device;
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, EpochSummary, Loader, LoaderConfig, Om4Source, SourceConfig};
+use om4_burn::{BatchSource, EpochSummary, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
 use om4_store::ReadPool;
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -19,7 +19,18 @@ fn main() -> Result<(), Box<dyn Error>> {
     let (batch, prefetch, max_batches, to_device) = (arg(1, 4)?, arg(2, 2)?, arg(3, usize::MAX)?, arg(4, 1)? == 1);
     let dir = store.parent().map(PathBuf::from).unwrap_or_default();
     let config = SourceConfig::samudra(store, dir.join("OM4_means.zarr"), dir.join("OM4_stds.zarr"), 19);
-    let loading = LoaderConfig { prefetch_batches: prefetch, prefetch_to_device: to_device, ..LoaderConfig::default() };
+    let prepare_on = match args.get(5).map(String::as_str) {
+        None | Some("auto") => PrepareOn::Auto,
+        Some("host") => PrepareOn::Host,
+        Some("device") => PrepareOn::Device,
+        Some(other) => return Err(format!("prepare on {other:?}: auto, host or device").into()),
+    };
+    let loading = LoaderConfig {
+        prefetch_batches: prefetch,
+        prefetch_to_device: to_device,
+        prepare_on,
+        ..LoaderConfig::default()
+    };
     let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(loading.max_concurrent_reads)?)?);
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1)?, source.time_len())?;
     let loader = Loader::new(source, space, Schedule::training(batch, 15, None)?, loading, Device::flex());

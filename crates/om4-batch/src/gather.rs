@@ -158,9 +158,9 @@ pub fn gather_into(plan: &BatchPlan, groups: &[&[f32]], grid: Grid, out: &mut Ho
 ///
 /// # Errors
 /// [`Error::BufferLength`] when buffers or preparations do not match the plan.
-pub fn prepare_and_gather(
+pub fn prepare_and_gather<B: AsRef<[f32]> + AsMut<[f32]>>(
     plan: &BatchPlan,
-    groups: &mut [Vec<f32>],
+    groups: &mut [B],
     preparations: &[&Preparation],
     grid: Grid,
 ) -> Result<HostBatch> {
@@ -175,9 +175,9 @@ pub fn prepare_and_gather(
 /// # Errors
 /// [`Error::BufferLength`] when buffers or preparations do not match the plan. This is checked
 /// before any group buffer is prepared, so a failed call leaves `groups` and `out` unchanged.
-pub fn prepare_and_gather_into(
+pub fn prepare_and_gather_into<B: AsRef<[f32]> + AsMut<[f32]>>(
     plan: &BatchPlan,
-    groups: &mut [Vec<f32>],
+    groups: &mut [B],
     preparations: &[&Preparation],
     grid: Grid,
     out: &mut HostBatch,
@@ -190,7 +190,7 @@ pub fn prepare_and_gather_into(
         });
     }
     let mut work = Vec::with_capacity(groups.len());
-    for (i, (g, buf)) in plan.groups().iter().zip(groups.iter_mut()).enumerate() {
+    for (i, (g, buf)) in plan.groups().iter().zip(groups.iter_mut().map(AsMut::as_mut)).enumerate() {
         let prep = *preparations.get(g.source).ok_or_else(|| Error::BufferLength {
             what: "preparation list".into(),
             expected: g.source + 1,
@@ -210,7 +210,7 @@ pub fn prepare_and_gather_into(
     for (prep, buf) in work {
         prep.prepare_group(buf)?;
     }
-    let views: Vec<&[f32]> = groups.iter().map(Vec::as_slice).collect();
+    let views: Vec<&[f32]> = groups.iter().map(AsRef::as_ref).collect();
     gather_into(plan, &views, grid, out)
 }
 

@@ -190,6 +190,18 @@ impl DerefMut for PooledBuf {
     }
 }
 
+impl AsRef<[f32]> for PooledBuf {
+    fn as_ref(&self) -> &[f32] {
+        self
+    }
+}
+
+impl AsMut<[f32]> for PooledBuf {
+    fn as_mut(&mut self) -> &mut [f32] {
+        self
+    }
+}
+
 impl Drop for PooledBuf {
     fn drop(&mut self) {
         self.pool.leased.fetch_sub(1, Ordering::Relaxed);

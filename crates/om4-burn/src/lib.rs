@@ -55,7 +55,7 @@ mod telemetry;
 pub use buffers::{BufferPool, PooledBuf};
 pub use dataset::{Om4Batcher, Om4Dataset, SampleItem};
 pub use error::{Error, Result};
-pub use loader::{EpochIter, LoadedBatch, Loader, LoaderConfig};
+pub use loader::{EpochIter, LoadedBatch, Loader, LoaderConfig, PrepareOn};
 pub use prepare::{DevicePreparation, ModelBatch, StepTensors, label_mask, prepare_batch};
 pub use source::{BatchSource, Om4Source, SourceConfig};
 pub use telemetry::{BatchTelemetry, EpochSummary, Percentiles};

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::buffers::{BufferPool, PooledBuf};
 use crate::error::{Error, Result};
-use crate::prepare::{DevicePreparation, ModelBatch, prepare_pooled};
+use crate::prepare::{DevicePreparation, ModelBatch, Preparers};
 use crate::source::BatchSource;
 use crate::telemetry::BatchTelemetry;
 
@@ -28,12 +28,27 @@ pub struct LoaderConfig {
     pub max_concurrent_reads: usize,
     /// Prepare read-ahead batches on the device too (from an upload thread).
     pub prefetch_to_device: bool,
+    /// Where normalization, masking and the gather run (om4's own setting; default `auto`).
+    pub prepare_on: PrepareOn,
 }
 
 impl Default for LoaderConfig {
     fn default() -> Self {
-        Self { prefetch_batches: 2, max_concurrent_reads: 8, prefetch_to_device: true }
+        Self { prefetch_batches: 2, max_concurrent_reads: 8, prefetch_to_device: true, prepare_on: PrepareOn::Auto }
     }
+}
+
+/// Where a batch is normalized, masked and gathered. Both give the same bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrepareOn {
+    /// On the host for the CPU (`flex`) backend, on the device otherwise.
+    #[default]
+    Auto,
+    /// With Burn tensor ops on the loader's device: each group uploaded once, `select` gathers.
+    Device,
+    /// With om4-batch's parallel host path; the gathered buffers become the tensors.
+    Host,
 }
 
 /// A batch as the consumer receives it.
@@ -68,7 +83,7 @@ pub struct Loader<S: BatchSource> {
     schedule: Schedule,
     config: LoaderConfig,
     device: Device,
-    preparations: Arc<Vec<DevicePreparation>>,
+    preparers: Preparers,
     buffers: BufferPool,
 }
 
@@ -86,13 +101,19 @@ impl<S: BatchSource> Loader<S> {
     pub fn new(source: Arc<S>, space: SampleSpace, schedule: Schedule, config: LoaderConfig, device: Device) -> Self {
         let grid = source.grid();
         let preparations = source.preparations().iter().map(|p| DevicePreparation::new(p, grid, &device)).collect();
+        let on_host = match config.prepare_on {
+            PrepareOn::Host => true,
+            PrepareOn::Device => false,
+            PrepareOn::Auto => device.clone().without_autodiff() == Device::flex(),
+        };
+        let host = on_host.then(|| Arc::new(source.preparations().to_vec()));
         Self {
             source,
             space,
             schedule,
             config,
             device,
-            preparations: Arc::new(preparations),
+            preparers: Preparers { device: Arc::new(preparations), host },
             buffers: BufferPool::new(),
         }
     }
@@ -122,7 +143,12 @@ impl<S: BatchSource> Loader<S> {
 
     /// The device preparations (statistics and masks on the device).
     pub fn preparations(&self) -> &[DevicePreparation] {
-        &self.preparations
+        &self.preparers.device
+    }
+
+    /// True when batches are normalized, masked and gathered on the host (see [`PrepareOn`]).
+    pub fn prepares_on_host(&self) -> bool {
+        self.preparers.host.is_some()
     }
 
     /// Starts reading epoch `epoch` (1-based, as Samudra counts).
@@ -154,7 +180,7 @@ impl<S: BatchSource> Loader<S> {
             remaining: total,
             finished: false,
             device: self.device.clone(),
-            preparations: Arc::clone(&self.preparations),
+            preparers: self.preparers.clone(),
             grid,
         };
         if depth == 0 {
@@ -177,7 +203,7 @@ impl<S: BatchSource> Loader<S> {
         iter.feed = Feed::Channel(if self.config.prefetch_to_device {
             let (dev_tx, dev_rx) = bounded::<Result<Ready>>(1);
             let device = self.device.clone();
-            let preps = Arc::clone(&self.preparations);
+            let preps = self.preparers.clone();
             let uploader = std::thread::Builder::new()
                 .name("om4-upload".into())
                 .spawn(move || {
@@ -240,16 +266,10 @@ fn read_batch<S: BatchSource + ?Sized>(
     Ok(HostBatch { samples: indices, plan, groups, telemetry })
 }
 
-fn to_device(
-    host: HostBatch,
-    preps: &[DevicePreparation],
-    grid: om4_batch::Grid,
-    device: &Device,
-) -> Result<LoadedBatch> {
-    let _span = tracing::debug_span!("om4_batch_prepare").entered();
+fn to_device(host: HostBatch, preps: &Preparers, grid: om4_batch::Grid, device: &Device) -> Result<LoadedBatch> {
+    let _span = tracing::debug_span!("om4_batch_prepare", on_host = preps.host.is_some()).entered();
     let t0 = Instant::now();
-    // The host buffers travel with their uploads and return to the pool when the backend is done.
-    let batch = prepare_pooled(&host.plan, host.groups, preps, grid, device)?;
+    let batch = preps.prepare(&host.plan, host.groups, grid, device)?;
     Ok(LoadedBatch {
         samples: host.samples,
         batch,
@@ -273,7 +293,7 @@ pub struct EpochIter {
     remaining: usize,
     finished: bool,
     device: Device,
-    preparations: Arc<Vec<DevicePreparation>>,
+    preparers: Preparers,
     grid: om4_batch::Grid,
 }
 
@@ -310,7 +330,7 @@ impl Iterator for EpochIter {
                 b.telemetry.wait = wait;
                 Some(Ok(b))
             }
-            Some(Ok(Ready::Host(h))) => match to_device(h, &self.preparations, self.grid, &self.device) {
+            Some(Ok(Ready::Host(h))) => match to_device(h, &self.preparers, self.grid, &self.device) {
                 Ok(mut b) => {
                     self.remaining -= 1;
                     // The consumer also waits while its own thread prepares the batch.

@@ -10,7 +10,7 @@ use burn::data::dataset::Dataset;
 use burn::tensor::Device;
 use common::{Faulty, Fixture, bits, fixture, source, tensor_values};
 use om4_batch::{Preparation, SampleSpace, Schedule, WindowSpec, reference_batch};
-use om4_burn::{BatchSource, Error, Loader, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source};
+use om4_burn::{BatchSource, Error, Loader, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source, PrepareOn};
 use om4_store::{Om4Store, ReadPool, Selection};
 
 /// The naive host path for a batch, reading every plane on its own from the store.
@@ -50,13 +50,20 @@ fn device_batches_equal_host_reference_bit_for_bit() {
                     let spec = WindowSpec::new(history, steps, stride).unwrap();
                     let space = SampleSpace::single(spec, src.time_len()).unwrap();
                     let schedule = Schedule::training(3, 7, None).unwrap();
-                    for (prefetch, to_device) in [(2, true), (2, false), (0, false)] {
+                    for (prefetch, to_device, prepare_on) in [
+                        (2, true, PrepareOn::Device),
+                        (2, true, PrepareOn::Host),
+                        (2, false, PrepareOn::Device),
+                        (0, false, PrepareOn::Auto),
+                    ] {
                         let config = LoaderConfig {
                             prefetch_batches: prefetch,
                             max_concurrent_reads: 2,
                             prefetch_to_device: to_device,
+                            prepare_on,
                         };
                         let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
+                        assert_eq!(loader.prepares_on_host(), prepare_on != PrepareOn::Device, "auto: host on flex");
                         let expected_order = schedule.epoch(&space.groups(), 1);
                         let mut n = 0;
                         for (k, batch) in loader.epoch(1).unwrap().enumerate() {
@@ -113,7 +120,12 @@ fn faulty_loader(at_batch: Option<usize>, panic: bool, prefetch: usize, to_devic
     let groups = src.channels().len(); // one read per source (prognostic, boundary) per batch
     let at = at_batch.map_or(usize::MAX, |k| k * groups + 1);
     let faulty = Arc::new(Faulty::new(src, at, panic));
-    let config = LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads: 2, prefetch_to_device: to_device };
+    let config = LoaderConfig {
+        prefetch_batches: prefetch,
+        max_concurrent_reads: 2,
+        prefetch_to_device: to_device,
+        ..LoaderConfig::default()
+    };
     (Loader::new(faulty, space, Schedule::validation(2, 3, None).unwrap(), config, Device::flex()), f)
 }
 
@@ -215,9 +227,14 @@ fn mismatched_statistics_are_an_error_not_a_panic_or_a_short_epoch() {
     let prog = src.preparations()[0].clone();
     let wrong = Arc::new(WrongStats { inner: Arc::clone(&src), preps: vec![prog.clone(), prog] });
     let space = SampleSpace::single(WindowSpec::new(1, 1, 1).unwrap(), src.time_len()).unwrap();
-    // Upload thread, consumer thread after host prefetch, and no prefetch at all.
-    for (prefetch_batches, prefetch_to_device) in [(2, true), (2, false), (0, false)] {
-        let config = LoaderConfig { prefetch_batches, max_concurrent_reads: 2, prefetch_to_device };
+    // Upload thread, consumer thread after host prefetch, and no prefetch at all; both preparations.
+    for (prefetch_batches, prefetch_to_device, prepare_on) in [
+        (2, true, PrepareOn::Device),
+        (2, true, PrepareOn::Host),
+        (2, false, PrepareOn::Device),
+        (0, false, PrepareOn::Host),
+    ] {
+        let config = LoaderConfig { prefetch_batches, max_concurrent_reads: 2, prefetch_to_device, prepare_on };
         let schedule = Schedule::validation(2, 1, None).unwrap();
         let loader = Loader::new(Arc::clone(&wrong), space.clone(), schedule, config, Device::flex());
         let mut it = loader.epoch(1).unwrap();

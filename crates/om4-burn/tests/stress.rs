@@ -7,7 +7,7 @@ use std::sync::Arc;
 use burn::tensor::Device;
 use common::{fixture, source};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, Loader, LoaderConfig};
+use om4_burn::{BatchSource, Loader, LoaderConfig, PrepareOn};
 
 /// Threads of this process whose name starts with `om4-` (loader, upload; read pools excluded).
 fn loader_threads() -> usize {
@@ -26,19 +26,19 @@ fn thousand_random_early_drops() {
     let f = fixture(true);
     let src = source(&f);
     let space = SampleSpace::single(WindowSpec::new(1, 2, 1).unwrap(), src.time_len()).unwrap();
-    let loaders: Vec<Loader<_>> = [(2, true), (2, false), (1, true), (0, false)]
-        .into_iter()
-        .map(|(p, d)| {
-            let config = LoaderConfig { prefetch_batches: p, max_concurrent_reads: 2, prefetch_to_device: d };
-            Loader::new(
-                Arc::clone(&src),
-                space.clone(),
-                Schedule::training(1, 5, None).unwrap(),
-                config,
-                Device::flex(),
-            )
-        })
-        .collect();
+    let loaders: Vec<Loader<_>> = [
+        (2, true, PrepareOn::Device),
+        (2, false, PrepareOn::Host),
+        (1, true, PrepareOn::Host),
+        (0, false, PrepareOn::Device),
+    ]
+    .into_iter()
+    .map(|(p, d, on)| {
+        let config =
+            LoaderConfig { prefetch_batches: p, max_concurrent_reads: 2, prefetch_to_device: d, prepare_on: on };
+        Loader::new(Arc::clone(&src), space.clone(), Schedule::training(1, 5, None).unwrap(), config, Device::flex())
+    })
+    .collect();
     let before = loader_threads();
     let mut state = 0x2545_f491_4f6c_dd1du64;
     for i in 0..1000u64 {

@@ -33,7 +33,7 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
         steps: 2,
         train_time: (None, Some("1958-04-01".into())),
         val_time: (Some("1958-03-01".into()), None),
-        loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, prefetch_to_device: true },
+        loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
         ..TrainConfig::default()
     };
     let model = SamudraConfig::tiny();
