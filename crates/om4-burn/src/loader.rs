@@ -107,15 +107,8 @@ impl<S: BatchSource> Loader<S> {
             PrepareOn::Auto => device.clone().without_autodiff() == Device::flex(),
         };
         let host = on_host.then(|| Arc::new(source.preparations().to_vec()));
-        Self {
-            source,
-            space,
-            schedule,
-            config,
-            device,
-            preparers: Preparers { device: Arc::new(preparations), host },
-            buffers: BufferPool::new(),
-        }
+        let preparers = Preparers { device: Arc::new(preparations), host, pool: source.read_pool().cloned() };
+        Self { source, space, schedule, config, device, preparers, buffers: BufferPool::new() }
     }
 
     /// Uses `buffers` for host staging, e.g. a [`BufferPool::pinned`] one (feature `pinned`), or

@@ -102,6 +102,8 @@ pub fn prepare_batch(
 pub(crate) struct Preparers {
     pub(crate) device: Arc<Vec<DevicePreparation>>,
     pub(crate) host: Option<Arc<Vec<Preparation>>>,
+    /// Where the host path runs (the source's read pool; else rayon's global pool).
+    pub(crate) pool: Option<om4_store::ReadPool>,
 }
 
 impl Preparers {
@@ -114,7 +116,10 @@ impl Preparers {
         device: &Device,
     ) -> Result<ModelBatch> {
         match &self.host {
-            Some(host) => prepare_pooled_on_host(plan, groups, host, grid, device),
+            Some(host) => match &self.pool {
+                Some(pool) => pool.install(|| prepare_pooled_on_host(plan, groups, host, grid, device)),
+                None => prepare_pooled_on_host(plan, groups, host, grid, device),
+            },
             None => prepare_pooled(plan, groups, &self.device, grid, device),
         }
     }
@@ -135,7 +140,7 @@ fn prepare_pooled(
 }
 
 /// The same batch through om4-batch's host path (each unique plane normalized and masked once,
-/// then gathered, in parallel on the global rayon pool), the gathered buffers becoming the
+/// then gathered, in parallel on the current rayon pool), the gathered buffers becoming the
 /// tensors' storage. For CPU devices, where this is several times faster than tensor ops and
 /// allocates fewer intermediates; checked bit for bit against the device path and the naive one.
 fn prepare_pooled_on_host(

@@ -27,6 +27,11 @@ pub trait BatchSource: Send + Sync + 'static {
     /// # Errors
     /// Whatever the read reports; `out` may then be partly written.
     fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> Result<()>;
+    /// The pool the reads fan out on, if any: host-side batch preparation runs there too, so that
+    /// reading and preparing share one set of threads instead of competing.
+    fn read_pool(&self) -> Option<&ReadPool> {
+        None
+    }
 }
 
 /// Data settings with Samudra's words: store paths, channels, normalization.
@@ -165,5 +170,9 @@ impl BatchSource for Om4Source {
     }
     fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> Result<()> {
         Ok(self.store.read_into(&self.pool, &self.sets[group.source], &self.selection, &group.times, out)?)
+    }
+
+    fn read_pool(&self) -> Option<&ReadPool> {
+        Some(&self.pool)
     }
 }
