@@ -116,10 +116,7 @@ impl Preparers {
         device: &Device,
     ) -> Result<ModelBatch> {
         match &self.host {
-            Some(host) => match &self.pool {
-                Some(pool) => pool.install(|| prepare_pooled_on_host(plan, groups, host, grid, device)),
-                None => prepare_pooled_on_host(plan, groups, host, grid, device),
-            },
+            Some(host) => prepare_pooled_on_host(plan, groups, host, grid, device, self.pool.as_ref()),
             None => prepare_pooled(plan, groups, &self.device, grid, device),
         }
     }
@@ -140,7 +137,7 @@ fn prepare_pooled(
 }
 
 /// The same batch through om4-batch's host path (each unique plane normalized and masked once,
-/// then gathered, in parallel on the current rayon pool), the gathered buffers becoming the
+/// then gathered, in parallel on `pool` or else the global rayon pool), the gathered buffers becoming the
 /// tensors' storage. For CPU devices, where this is several times faster than tensor ops and
 /// allocates fewer intermediates; checked bit for bit against the device path and the naive one.
 fn prepare_pooled_on_host(
@@ -149,10 +146,17 @@ fn prepare_pooled_on_host(
     preparations: &[Preparation],
     grid: Grid,
     device: &Device,
+    pool: Option<&om4_store::ReadPool>,
 ) -> Result<ModelBatch> {
     let refs: Vec<&Preparation> = preparations.iter().collect();
-    let mut host = om4_batch::HostBatch::default();
-    om4_batch::prepare_and_gather_into(plan, &mut groups, &refs, grid, &mut host)?;
+    // Allocated here, on the loader's thread, not on whichever pool thread runs the gather
+    // (glibc would otherwise keep an arena per pool thread).
+    let mut host = om4_batch::HostBatch::for_plan(plan, grid);
+    let mut run = || om4_batch::prepare_and_gather_into(plan, &mut groups, &refs, grid, &mut host);
+    match pool {
+        Some(pool) => pool.install(run)?,
+        None => run()?,
+    }
     drop(groups); // back to the pool: the gathered buffers hold everything now
     let om4_batch::HostBatch { batch, input_channels, label_channels, steps, .. } = host;
     let tensor = |values: Vec<f32>, channels: usize| {
