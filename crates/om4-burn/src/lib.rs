@@ -3,7 +3,8 @@
 //! - [`Loader`]: one producer thread reads batch N+1.. (each unique plane once, fanned out over a
 //!   shared [`om4_store::ReadPool`]) into pooled host buffers while the model computes batch N;
 //!   with `prefetch_to_device` an upload thread moves each group buffer to the device once,
-//!   normalizes and masks each plane once with tensor ops and gathers the model batch with `select`.
+//!   normalizes and masks each plane once with tensor ops and gathers the model batch with `select`
+//!   (on the CPU backend, om4-batch's parallel host path does this instead: [`PrepareOn`]).
 //!   Batches come out in schedule order; exhaustion, early drop, read errors and producer panics
 //!   end cleanly, with every buffer back in the [`BufferPool`].
 //! - [`Om4Source`]: a validated store split (channels, statistics, masks, time range), behind the
