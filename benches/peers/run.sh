@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # om4 against the Python Zarr readers on synthetic OM4 stores (80 channels at 1°): raw windows, open +
 # first window, and a Samudra batch on the host.
-#   benches/peers/run.sh            full run (about 8 minutes on 2 cores; writes docs/peers.json, docs/peers.png
+#   benches/peers/run.sh            full run (about 10 minutes on 2 cores; writes docs/peers.json, docs/peers.png
 #                                   and the tables in docs/benchmarks.md)
 #   benches/peers/run.sh --smoke    a few seconds on tiny stores; checks the harness end to end
 # Creates its own virtual environment (target/peers/venv) from requirements.txt.
