@@ -15,7 +15,7 @@ use burn::tensor::{Device, Tensor};
 use om4_batch::{BatchPlan, SampleSpace};
 
 use crate::prepare::{DevicePreparation, ModelBatch, StepTensors, prepare_batch};
-use crate::source::BatchSource;
+use crate::source::{BatchSource, read_groups};
 
 /// One sample's raw host planes: its single-sample plan and one buffer per read group.
 #[derive(Debug, Clone)]
@@ -57,12 +57,7 @@ impl<S: BatchSource + std::fmt::Debug> Dataset<SampleItem> for Om4Dataset<S> {
         let (roles, channels, plane) = (src.roles(), src.channels(), src.grid().plane());
         let samples = self.space.samples(&indexes).map_err(boxed)?;
         let union = BatchPlan::new(&samples, &roles, &channels).map_err(boxed)?;
-        let mut buffers = Vec::with_capacity(union.groups().len());
-        for g in union.groups() {
-            let mut buf = vec![0f32; g.planes() * plane];
-            src.read_group(g, &mut buf).map_err(boxed)?;
-            buffers.push(buf);
-        }
+        let buffers = read_groups(src, &union, |len| vec![0f32; len]).map_err(boxed)?;
         samples
             .iter()
             .zip(&indexes)

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::buffers::{BufferPool, PooledBuf};
 use crate::error::{Error, Result};
 use crate::prepare::{DevicePreparation, ModelBatch, Preparers};
-use crate::source::BatchSource;
+use crate::source::{BatchSource, read_groups};
 use crate::telemetry::BatchTelemetry;
 
 /// Loader settings, with Samudra's `data.loading` words.
@@ -243,12 +243,7 @@ fn read_batch<S: BatchSource + ?Sized>(
     let samples = space.samples(&indices)?;
     let plan = BatchPlan::new(&samples, &source.roles(), &source.channels())?;
     let plane = source.grid().plane();
-    let mut groups = Vec::with_capacity(plan.groups().len());
-    for g in plan.groups() {
-        let mut buf = buffers.acquire(g.planes() * plane);
-        source.read_group(g, &mut buf)?; // on error `buf` drops back into the pool
-        groups.push(buf);
-    }
+    let groups = read_groups(source, &plan, |len| buffers.acquire(len))?;
     let planes = plan.planes();
     let telemetry = BatchTelemetry {
         read: t0.elapsed(),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use om4_batch::{Grid, NormOrder, Preparation, ReadGroup, Roles};
+use om4_batch::{BatchPlan, Grid, NormOrder, Preparation, ReadGroup, Roles};
 use om4_store::{ChannelSet, Om4Store, ReadPool, Selection, StatsStore};
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +32,27 @@ pub trait BatchSource: Send + Sync + 'static {
     fn read_pool(&self) -> Option<&ReadPool> {
         None
     }
+}
+
+/// Reads every group of `plan` from `source`, each into a buffer of the group's size from
+/// `alloc(len)`. On error the buffers read so far are dropped (pooled ones go back to their pool).
+///
+/// # Errors
+/// Whatever [`BatchSource::read_group`] reports.
+pub(crate) fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]>>(
+    source: &S,
+    plan: &BatchPlan,
+    mut alloc: impl FnMut(usize) -> B,
+) -> Result<Vec<B>> {
+    let plane = source.grid().plane();
+    plan.groups()
+        .iter()
+        .map(|g| {
+            let mut buf = alloc(g.planes() * plane);
+            source.read_group(g, buf.as_mut())?;
+            Ok(buf)
+        })
+        .collect()
 }
 
 /// Data settings with Samudra's words: store paths, channels, normalization.
