@@ -56,10 +56,13 @@ impl PinnedAllocator {
 
 /// Cached (not write-combined) pinned memory: decoders read back what they wrote (LZ4 matches),
 /// which is very slow from write-combined memory, so cudarc's default `alloc_pinned` is not used.
+/// Portable, so that every CUDA context treats it as pinned (cubecl and cudarc both use the
+/// device's primary context today; this keeps it so if one of them stops).
 fn alloc_pinned(ctx: &Arc<CudaContext>, len: usize) -> Result<PinnedHostSlice<f32>> {
+    let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
     // SAFETY: the memory is uninitialized on return; every caller writes all of it (zeroes or a
     // pattern) before reading it.
-    unsafe { ctx.alloc_pinned_with_flags::<f32>(len, 0) }.map_err(cuda_err("allocate pinned host memory"))
+    unsafe { ctx.alloc_pinned_with_flags::<f32>(len, flags) }.map_err(cuda_err("allocate pinned host memory"))
 }
 
 /// Page-locked values owned by the pool. Only cubecl's copies read them after a hand-over, and
