@@ -178,6 +178,39 @@ pub fn prepare_and_gather<B: AsRef<[f32]> + AsMut<[f32]>>(
     Ok(out)
 }
 
+/// Checks group buffers and preparations against a plan before anything is prepared: one buffer
+/// per plan group (`lens`, in values) of the group's size, and for each group's source a
+/// preparation (`(channels, plane)` per source id) of the group's channel count and `grid`'s plane.
+///
+/// # Errors
+/// [`Error::BufferLength`] naming the first mismatch.
+pub fn check_groups(plan: &BatchPlan, lens: &[usize], preparations: &[(usize, usize)], grid: Grid) -> Result<()> {
+    if lens.len() != plan.groups().len() {
+        return Err(Error::BufferLength {
+            what: "group buffer list".into(),
+            expected: plan.groups().len(),
+            found: lens.len(),
+        });
+    }
+    for (i, (g, &len)) in plan.groups().iter().zip(lens).enumerate() {
+        let &(channels, plane) = preparations.get(g.source).ok_or_else(|| Error::BufferLength {
+            what: "preparation list".into(),
+            expected: g.source + 1,
+            found: preparations.len(),
+        })?;
+        for (what, expected, found) in [
+            ("channels of the preparation of group", g.channels, channels),
+            ("plane size of the preparation of group", grid.plane(), plane),
+            ("length of group buffer", g.planes() * grid.plane(), len),
+        ] {
+            if expected != found {
+                return Err(Error::BufferLength { what: format!("{what} {i}"), expected, found });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// [`prepare_and_gather`] into an existing batch, reusing its buffers; both halves run in
 /// parallel on the current rayon pool.
 ///
@@ -191,33 +224,11 @@ pub fn prepare_and_gather_into<B: AsRef<[f32]> + AsMut<[f32]>>(
     grid: Grid,
     out: &mut HostBatch,
 ) -> Result<()> {
-    if groups.len() != plan.groups().len() {
-        return Err(Error::BufferLength {
-            what: "group buffer list".into(),
-            expected: plan.groups().len(),
-            found: groups.len(),
-        });
-    }
-    let mut work = Vec::with_capacity(groups.len());
-    for (i, (g, buf)) in plan.groups().iter().zip(groups.iter_mut().map(AsMut::as_mut)).enumerate() {
-        let prep = *preparations.get(g.source).ok_or_else(|| Error::BufferLength {
-            what: "preparation list".into(),
-            expected: g.source + 1,
-            found: preparations.len(),
-        })?;
-        for (what, expected, found) in [
-            ("channels of the preparation of group", g.channels, prep.channels()),
-            ("plane size of the preparation of group", grid.plane(), prep.mask().plane()),
-            ("length of group buffer", g.planes() * grid.plane(), buf.len()),
-        ] {
-            if expected != found {
-                return Err(Error::BufferLength { what: format!("{what} {i}"), expected, found });
-            }
-        }
-        work.push((prep, buf));
-    }
-    for (prep, buf) in work {
-        prep.prepare_group(buf)?;
+    let lens: Vec<usize> = groups.iter().map(|b| b.as_ref().len()).collect();
+    let shapes: Vec<(usize, usize)> = preparations.iter().map(|p| (p.channels(), p.mask().plane())).collect();
+    check_groups(plan, &lens, &shapes, grid)?;
+    for (g, buf) in plan.groups().iter().zip(groups.iter_mut()) {
+        preparations[g.source].prepare_group(buf.as_mut())?;
     }
     let views: Vec<&[f32]> = groups.iter().map(AsRef::as_ref).collect();
     gather_into(plan, &views, grid, out)

@@ -42,7 +42,7 @@ mod window;
 
 pub use error::{Error, Result};
 pub use gather::{
-    HostBatch, StepBatch, fill_groups, gather, gather_into, prepare_and_gather, prepare_and_gather_into,
+    HostBatch, StepBatch, check_groups, fill_groups, gather, gather_into, prepare_and_gather, prepare_and_gather_into,
     reference_batch,
 };
 pub use plan::{BatchPlan, PlaneCount, ReadGroup, Role, RoleRows, Roles};

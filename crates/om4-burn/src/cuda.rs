@@ -50,7 +50,7 @@ impl PinnedAllocator {
         // SAFETY: `ptr` addresses `slice.len()` values of page-locked memory that `slice` owns
         // and nothing else references yet.
         unsafe { std::ptr::write_bytes(ptr, 0, slice.len()) };
-        Ok(PinnedMem { ptr, len: slice.len(), _slice: slice })
+        Ok(PinnedMem { ptr, slice })
     }
 }
 
@@ -71,11 +71,10 @@ fn alloc_pinned(ctx: &Arc<CudaContext>, len: usize) -> Result<PinnedHostSlice<f3
 #[derive(Debug)]
 pub(crate) struct PinnedMem {
     ptr: *mut f32,
-    len: usize,
-    _slice: PinnedHostSlice<f32>,
+    slice: PinnedHostSlice<f32>,
 }
 
-// SAFETY: `PinnedMem` owns its allocation (through `_slice`, which is `Send + Sync`); the raw
+// SAFETY: `PinnedMem` owns its allocation (through `slice`, which is `Send + Sync`); the raw
 // pointer is only dereferenced through `&self`/`&mut self`, so Rust's borrow rules apply to it.
 unsafe impl Send for PinnedMem {}
 // SAFETY: as above; shared access is read-only.
@@ -83,18 +82,18 @@ unsafe impl Sync for PinnedMem {}
 
 impl PinnedMem {
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.slice.len()
     }
 
     pub(crate) fn as_slice(&self) -> &[f32] {
-        // SAFETY: `ptr` is valid for `len` initialized values while `_slice` lives (as long as
-        // `self`), and the shared borrow of `self` excludes writers.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        // SAFETY: `ptr` is valid for `slice.len()` initialized values while `slice` lives (as long
+        // as `self`), and the shared borrow of `self` excludes writers.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.slice.len()) }
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
         // SAFETY: as above, with the unique borrow of `self` excluding every other access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.slice.len()) }
     }
 }
 

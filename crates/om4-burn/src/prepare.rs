@@ -91,7 +91,7 @@ pub fn prepare_batch(
     grid: Grid,
     device: &Device,
 ) -> Result<ModelBatch> {
-    check(plan, groups.iter().map(|g| g.len()), preparations, grid)?;
+    check(plan, &groups.iter().map(|g| g.len()).collect::<Vec<_>>(), preparations, grid)?;
     let data = plan.groups().iter().zip(groups).map(|(g, buf)| TensorData::new(buf.to_vec(), group_shape(g, grid)));
     Ok(prepare_data(plan, data, preparations, grid, device))
 }
@@ -131,7 +131,7 @@ fn prepare_pooled(
     grid: Grid,
     device: &Device,
 ) -> Result<ModelBatch> {
-    check(plan, groups.iter().map(|g| g.len()), preparations, grid)?;
+    check(plan, &groups.iter().map(|g| g.len()).collect::<Vec<_>>(), preparations, grid)?;
     let data = plan.groups().iter().zip(groups).map(|(g, buf)| staging::tensor_data(buf, group_shape(g, grid)));
     Ok(prepare_data(plan, data, preparations, grid, device))
 }
@@ -174,33 +174,9 @@ fn group_shape(g: &ReadGroup, grid: Grid) -> [usize; 4] {
 }
 
 /// Every group has a buffer of its size and a preparation of its channel count and grid.
-fn check(
-    plan: &BatchPlan,
-    lens: impl ExactSizeIterator<Item = usize>,
-    preparations: &[DevicePreparation],
-    grid: Grid,
-) -> Result<()> {
-    let mismatch = |what: String, expected: usize, found: usize| {
-        Err(om4_batch::Error::BufferLength { what, expected, found }.into())
-    };
-    if lens.len() != plan.groups().len() {
-        return mismatch("group buffer list".into(), plan.groups().len(), lens.len());
-    }
-    for (i, (g, len)) in plan.groups().iter().zip(lens).enumerate() {
-        let Some(prep) = preparations.get(g.source) else {
-            return mismatch("device preparation list".into(), g.source + 1, preparations.len());
-        };
-        if prep.channels != g.channels {
-            return mismatch(format!("channels of the preparation of group {i}"), g.channels, prep.channels);
-        }
-        if prep.plane != grid.plane() {
-            return mismatch(format!("plane size of the preparation of group {i}"), grid.plane(), prep.plane);
-        }
-        if len != g.planes() * grid.plane() {
-            return mismatch(format!("group buffer {i}"), g.planes() * grid.plane(), len);
-        }
-    }
-    Ok(())
+fn check(plan: &BatchPlan, lens: &[usize], preparations: &[DevicePreparation], grid: Grid) -> Result<()> {
+    let shapes: Vec<(usize, usize)> = preparations.iter().map(|p| (p.channels, p.plane)).collect();
+    Ok(om4_batch::check_groups(plan, lens, &shapes, grid)?)
 }
 
 fn prepare_data(

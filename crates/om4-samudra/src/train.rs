@@ -410,8 +410,8 @@ impl Trainer {
         let grid = source.grid();
         let prog = &source.preparations()[0];
         let label_mask = om4_burn::label_mask(prog, states, grid, &device);
-        let land_values: Vec<bool> = prog.mask().repeat(states).as_slice().iter().map(|w| !w).collect();
-        let land = Tensor::from_data(TensorData::new(land_values, [1, states * c_prog, grid.y, grid.x]), &device);
+        // Land is where the label mask is 0: one source for both.
+        let land = label_mask.clone().equal_elem(0.0);
         let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);
         let optim = AdamConfig::new()
             .with_epsilon(1e-8)

@@ -82,6 +82,25 @@ struct RunSpec {
     first_channel: usize,
 }
 
+impl RunSpec {
+    /// Planes the run reads per time step.
+    fn planes(&self) -> usize {
+        (self.levels.end - self.levels.start) as usize
+    }
+}
+
+/// Splits `out` into consecutive slices of the given lengths (one per task), so that parallel
+/// tasks each own their part.
+fn carve(out: &mut [f32], lens: impl Iterator<Item = usize>) -> Vec<&mut [f32]> {
+    let mut rest = out;
+    lens.map(|n| {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        rest = tail;
+        head
+    })
+    .collect()
+}
+
 /// What [`Om4Store::read_decode_reference`] measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadDecodeTimes {
@@ -506,7 +525,7 @@ impl Om4Store {
                 let extends = ch.compact
                     && last.array == array
                     && last.levels.end == level
-                    && last.first_channel + (last.levels.end - last.levels.start) as usize == c;
+                    && last.first_channel + last.planes() == c;
                 if extends {
                     last.levels.end += 1;
                     continue;
@@ -595,13 +614,7 @@ impl Om4Store {
                 tasks.push(((selection.rows.start + p) as u64, r));
             }
         }
-        let mut slices: Vec<&mut [f32]> = Vec::with_capacity(tasks.len());
-        let mut rest = out;
-        for &(_, r) in &tasks {
-            let (head, tail) = rest.split_at_mut((r.levels.end - r.levels.start) as usize * plane);
-            slices.push(head);
-            rest = tail;
-        }
+        let slices = carve(out, tasks.iter().map(|&(_, r)| r.planes() * plane));
         let (ny, nx) = (set.grid.y as u64, set.grid.x as u64);
         let _span =
             tracing::debug_span!("om4_read", planes = positions.len() * set.len(), tasks = tasks.len()).entered();
@@ -660,7 +673,7 @@ impl Om4Store {
         }
         frames.resize_with(tasks.len(), Vec::new);
         for (f, (_, r, _)) in frames.iter_mut().zip(&tasks) {
-            f.resize_with((r.levels.end - r.levels.start) as usize, Vec::new);
+            f.resize_with(r.planes(), Vec::new);
         }
         let failed = |source| Error::Request { reason: format!("read + decode reference: {source}") };
         let t0 = std::time::Instant::now();
@@ -672,13 +685,7 @@ impl Om4Store {
         })
         .map_err(failed)?;
         let read = t0.elapsed();
-        let mut slices: Vec<&mut [f32]> = Vec::with_capacity(tasks.len());
-        let mut rest = out;
-        for &(_, r, _) in &tasks {
-            let (head, tail) = rest.split_at_mut((r.levels.end - r.levels.start) as usize * plane);
-            slices.push(head);
-            rest = tail;
-        }
+        let slices = carve(out, tasks.iter().map(|&(_, r, _)| r.planes() * plane));
         let t1 = std::time::Instant::now();
         pool.install(|| {
             tasks
