@@ -6,6 +6,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::Args;
 use om4_store::{Om4Store, ReadPool, Selection};
+use rayon::prelude::*;
 use serde_json::json;
 
 #[derive(Args, Debug)]
@@ -40,6 +41,10 @@ pub(crate) struct ReadArgs {
     /// whole first, then decoded, each phase on all threads) and report om4's ratio to it.
     #[arg(long)]
     reference: bool,
+    /// Also time the copy ceiling: the window's bytes copied from memory into the same buffer on
+    /// the same threads (plane by plane, and as one block per thread), with om4's ratio to it.
+    #[arg(long)]
+    memcpy: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -62,6 +67,22 @@ fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim();
     kb.parse::<u64>().ok().map(|k| k * 1024)
+}
+
+/// Best GB/s of copying an in-memory copy of `buf` into `buf` on the pool's threads, in pieces of
+/// `piece` values, over `repeats` timed rounds after one untimed one: what a reader that found
+/// every plane already in memory would reach.
+fn copy_ceiling(pool: &ReadPool, buf: &mut [f32], piece: usize, repeats: usize) -> f64 {
+    let src = buf.to_vec();
+    let mut best = f64::INFINITY;
+    for round in 0..=repeats {
+        let t0 = Instant::now();
+        pool.install(|| buf.par_chunks_mut(piece).zip(src.par_chunks(piece)).for_each(|(d, s)| d.copy_from_slice(s)));
+        if round > 0 {
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+    }
+    std::mem::size_of_val(buf) as f64 / best / 1e9
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -157,13 +178,22 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
     } else {
         None
     };
+    let memcpy = a.memcpy.then(|| {
+        let planes = copy_ceiling(&pool, &mut buf, plane, a.repeats * starts.len());
+        let block = buf.len().div_ceil(threads);
+        let blocks = copy_ceiling(&pool, &mut buf, block, a.repeats * starts.len());
+        json!({
+            "window_bytes": std::mem::size_of_val(buf.as_slice()), "planes_gb_per_s": planes, "blocks_gb_per_s": blocks,
+            "om4_best_over_planes": best / planes, "om4_best_over_blocks": best / blocks,
+        })
+    });
     let total_gb = bytes * a.repeats as f64 / 1e9;
     let report = json!({
         "store": a.store, "channels": set.len(), "grid": [set.grid().y, set.grid().x], "steps": a.steps,
         "windows": starts.len(), "starts": starts, "repeats": a.repeats, "threads": threads, "bytes_per_repeat": bytes,
         "gb_per_s_best": best, "gb_per_s_median": med,
         "planes_per_s_best": best * 1e9 / (plane as f64 * 4.0), "planes_per_s_median": med * 1e9 / (plane as f64 * 4.0),
-        "cpu_seconds_per_gb": cpu.map(|c| c / total_gb), "open_plus_first_window_s": open_plus_first_window, "peak_rss_bytes": peak_rss_bytes(), "read_decode_reference": reference, "load_average_before": load_before, "load_average_after": load_average(),
+        "cpu_seconds_per_gb": cpu.map(|c| c / total_gb), "open_plus_first_window_s": open_plus_first_window, "peak_rss_bytes": peak_rss_bytes(), "read_decode_reference": reference, "memcpy": memcpy, "load_average_before": load_before, "load_average_after": load_average(),
         "finite_checksum": buf.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v)).sum::<f64>(),
     });
     if a.json {
@@ -186,6 +216,18 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
                 r["read_s"].as_f64().unwrap_or(f64::NAN),
                 r["decode_s"].as_f64().unwrap_or(f64::NAN),
                 r["om4_best_over_reference"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+        if let Some(m) = &report["memcpy"].as_object() {
+            let f = |k: &str| m[k].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "memcpy of the {:.1} MB window on the same threads: {:.2} GB/s plane by plane, {:.2} GB/s one block per thread (best); \
+                 om4 best / memcpy {:.2} and {:.2}",
+                f("window_bytes") / 1e6,
+                f("planes_gb_per_s"),
+                f("blocks_gb_per_s"),
+                f("om4_best_over_planes"),
+                f("om4_best_over_blocks")
             );
         }
     }

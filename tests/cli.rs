@@ -110,4 +110,21 @@ fn bench_read_reports_json() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["channels"], 16);
     assert!(v["gb_per_s_median"].as_f64().unwrap() > 0.0);
+    assert!(v["memcpy"].is_null() && v["read_decode_reference"].is_null(), "ceilings only on request");
+
+    let out = om4(&[
+        "bench", "read", &store, "--steps", "3", "--windows", "2", "--repeats", "2", "--threads", "2", "--memcpy",
+        "--reference", "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let w: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = &w["memcpy"];
+    let window = 3 * 16 * w["grid"][0].as_u64().unwrap() * w["grid"][1].as_u64().unwrap() * 4;
+    assert_eq!(m["window_bytes"].as_u64(), Some(window));
+    for key in ["planes_gb_per_s", "blocks_gb_per_s", "om4_best_over_planes", "om4_best_over_blocks"] {
+        assert!(m[key].as_f64().is_some_and(|x| x.is_finite() && x > 0.0), "{key}: {m}");
+    }
+    assert!(w["read_decode_reference"]["gb_per_s"].as_f64().is_some_and(|x| x > 0.0));
+    // The copy ceiling rewrites the window with its own bytes: the planes read are unchanged.
+    assert_eq!(w["finite_checksum"], v["finite_checksum"]);
 }
