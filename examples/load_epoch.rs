@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!(
         "{} batches of {batch}: {:.1} MB unique planes per batch ({} requested, {} unique planes in all); \
          wait p50 {:.2} ms p95 {:.2} ms; read p50 {:.1} ms; prepare p50 {:.1} ms; \
-         host staging peak {:.1} MB in {} buffers",
+         host staging peak {:.1} MB in {} buffers; host model-batch buffers peak {:.1} MB in {}",
         s.batches,
         s.bytes as f64 / s.batches.max(1) as f64 / 1e6,
         s.planes.requested,
@@ -53,7 +53,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         ms(s.read.p50),
         ms(s.prepare.p50),
         loader.buffers().peak_bytes() as f64 / 1e6,
-        loader.buffers().allocations()
+        loader.buffers().allocations(),
+        loader.output_buffers().peak_bytes() as f64 / 1e6,
+        loader.output_buffers().allocations()
     );
     Ok(())
 }

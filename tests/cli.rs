@@ -113,8 +113,20 @@ fn bench_read_reports_json() {
     assert!(v["memcpy"].is_null() && v["read_decode_reference"].is_null(), "ceilings only on request");
 
     let out = om4(&[
-        "bench", "read", &store, "--steps", "3", "--windows", "2", "--repeats", "2", "--threads", "2", "--memcpy",
-        "--reference", "--json",
+        "bench",
+        "read",
+        &store,
+        "--steps",
+        "3",
+        "--windows",
+        "2",
+        "--repeats",
+        "2",
+        "--threads",
+        "2",
+        "--memcpy",
+        "--reference",
+        "--json",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let w: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

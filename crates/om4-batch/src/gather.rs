@@ -113,36 +113,95 @@ pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBat
 /// # Errors
 /// [`Error::BufferLength`] when a group buffer does not match its plan group; `out` is then unchanged.
 pub fn gather_into(plan: &BatchPlan, groups: &[&[f32]], grid: Grid, out: &mut HostBatch) -> Result<()> {
-    let plane = grid.plane();
-    if groups.len() != plan.groups().len() {
+    check_group_lens(plan, groups.iter().map(|g| g.len()), grid)?;
+    let (c_prog, c_bound) = (plan.role_channels(Role::Input), plan.role_channels(Role::Boundary));
+    out.reshape(plan.batch(), grid, plan.states(), c_prog, c_bound, plan.steps());
+    let steps = out.steps.iter_mut().map(|s| (s.input.as_mut_slice(), s.label.as_mut_slice())).collect();
+    copy_blocks(plan, groups, grid, steps);
+    Ok(())
+}
+
+/// Values of one rollout step's input and label for `plan` on `grid`: the lengths the step
+/// buffers of [`gather_into_steps`] must have.
+pub fn step_lens(plan: &BatchPlan, grid: Grid) -> (usize, usize) {
+    let (c_prog, c_bound) = (plan.role_channels(Role::Input), plan.role_channels(Role::Boundary));
+    let per_sample = plan.batch() * plan.states() * grid.plane();
+    (per_sample * (c_prog + c_bound), per_sample * c_prog)
+}
+
+/// [`gather_into`] for buffers the caller owns (pooled or page-locked memory, say): `steps[k]`
+/// is rollout step `k`'s `(input, label)`, laid out as [`StepBatch`]'s, each [`step_lens`] long.
+///
+/// # Errors
+/// [`Error::BufferLength`] when a group or step buffer does not match the plan; nothing is
+/// written then.
+pub fn gather_into_steps<O: AsMut<[f32]>>(
+    plan: &BatchPlan,
+    groups: &[&[f32]],
+    grid: Grid,
+    steps: &mut [(O, O)],
+) -> Result<()> {
+    check_group_lens(plan, groups.iter().map(|g| g.len()), grid)?;
+    check_steps(plan, grid, steps)?;
+    copy_blocks(plan, groups, grid, steps.iter_mut().map(|(i, l)| (i.as_mut(), l.as_mut())).collect());
+    Ok(())
+}
+
+/// One buffer per plan group, of the group's size.
+fn check_group_lens(plan: &BatchPlan, lens: impl ExactSizeIterator<Item = usize>, grid: Grid) -> Result<()> {
+    if lens.len() != plan.groups().len() {
         return Err(Error::BufferLength {
             what: "group buffer list".into(),
             expected: plan.groups().len(),
-            found: groups.len(),
+            found: lens.len(),
         });
     }
-    for (i, (g, buf)) in plan.groups().iter().zip(groups).enumerate() {
-        if buf.len() != g.planes() * plane {
+    for (i, (g, len)) in plan.groups().iter().zip(lens).enumerate() {
+        if len != g.planes() * grid.plane() {
             return Err(Error::BufferLength {
                 what: format!("group buffer {i}"),
-                expected: g.planes() * plane,
-                found: buf.len(),
+                expected: g.planes() * grid.plane(),
+                found: len,
             });
         }
     }
+    Ok(())
+}
+
+/// One `(input, label)` pair per rollout step, each [`step_lens`] long.
+fn check_steps<O: AsMut<[f32]>>(plan: &BatchPlan, grid: Grid, steps: &mut [(O, O)]) -> Result<()> {
+    if steps.len() != plan.steps() {
+        return Err(Error::BufferLength {
+            what: "step buffer list".into(),
+            expected: plan.steps(),
+            found: steps.len(),
+        });
+    }
+    let (input, label) = step_lens(plan, grid);
+    for (k, (i, l)) in steps.iter_mut().enumerate() {
+        for (what, expected, found) in [("input", input, i.as_mut().len()), ("label", label, l.as_mut().len())] {
+            if expected != found {
+                return Err(Error::BufferLength { what: format!("{what} buffer of step {k}"), expected, found });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The gather itself, on checked buffers: every output block paired with its source rows, in
+/// layout order, then copied in parallel.
+fn copy_blocks(plan: &BatchPlan, groups: &[&[f32]], grid: Grid, steps: Vec<(&mut [f32], &mut [f32])>) {
+    let plane = grid.plane();
     let (c_prog, c_bound) = (plan.role_channels(Role::Input), plan.role_channels(Role::Boundary));
     let states = plan.states();
-    out.reshape(plan.batch(), grid, states, c_prog, c_bound, plan.steps());
     // The planes of one (role, sample, step, state): one contiguous row of a group buffer.
     let block = |role: Role, b: usize, k: usize, j: usize| -> &[f32] {
         let (group, row) = plan.row(role, b, k, j).expect("role present");
         let len = plan.groups()[group].channels * plane;
         &groups[group][row * len..(row + 1) * len]
     };
-    // Every output block paired with its source rows, in layout order, then copied in parallel.
     let mut copies: Vec<(&mut [f32], &[f32])> = Vec::with_capacity(plan.steps() * plan.batch() * states * 3);
-    for (k, step) in out.steps.iter_mut().enumerate() {
-        let (mut input, mut label) = (step.input.as_mut_slice(), step.label.as_mut_slice());
+    for (k, (mut input, mut label)) in steps.into_iter().enumerate() {
         for b in 0..plan.batch() {
             for j in 0..states {
                 copies.push((take(&mut input, c_prog * plane), block(Role::Input, b, k, j)));
@@ -159,7 +218,6 @@ pub fn gather_into(plan: &BatchPlan, groups: &[&[f32]], grid: Grid, out: &mut Ho
         debug_assert!(input.is_empty() && label.is_empty());
     }
     copies.into_par_iter().for_each(|(dst, src)| dst.copy_from_slice(src));
-    Ok(())
 }
 
 /// The fast host path: prepare each unique plane once in the group buffers, then gather.
@@ -185,14 +243,8 @@ pub fn prepare_and_gather<B: AsRef<[f32]> + AsMut<[f32]>>(
 /// # Errors
 /// [`Error::BufferLength`] naming the first mismatch.
 pub fn check_groups(plan: &BatchPlan, lens: &[usize], preparations: &[(usize, usize)], grid: Grid) -> Result<()> {
-    if lens.len() != plan.groups().len() {
-        return Err(Error::BufferLength {
-            what: "group buffer list".into(),
-            expected: plan.groups().len(),
-            found: lens.len(),
-        });
-    }
-    for (i, (g, &len)) in plan.groups().iter().zip(lens).enumerate() {
+    check_group_lens(plan, lens.iter().copied(), grid)?;
+    for (i, g) in plan.groups().iter().enumerate() {
         let &(channels, plane) = preparations.get(g.source).ok_or_else(|| Error::BufferLength {
             what: "preparation list".into(),
             expected: g.source + 1,
@@ -201,7 +253,6 @@ pub fn check_groups(plan: &BatchPlan, lens: &[usize], preparations: &[(usize, us
         for (what, expected, found) in [
             ("channels of the preparation of group", g.channels, channels),
             ("plane size of the preparation of group", grid.plane(), plane),
-            ("length of group buffer", g.planes() * grid.plane(), len),
         ] {
             if expected != found {
                 return Err(Error::BufferLength { what: format!("{what} {i}"), expected, found });
@@ -224,14 +275,44 @@ pub fn prepare_and_gather_into<B: AsRef<[f32]> + AsMut<[f32]>>(
     grid: Grid,
     out: &mut HostBatch,
 ) -> Result<()> {
+    prepare_groups(plan, groups, preparations, grid)?;
+    let views: Vec<&[f32]> = groups.iter().map(AsRef::as_ref).collect();
+    gather_into(plan, &views, grid, out)
+}
+
+/// [`prepare_and_gather_into`] for step buffers the caller owns, as [`gather_into_steps`] takes them.
+///
+/// # Errors
+/// [`Error::BufferLength`] when buffers or preparations do not match the plan, checked before
+/// anything is written: a failed call leaves `groups` and `steps` unchanged.
+pub fn prepare_and_gather_into_steps<B: AsRef<[f32]> + AsMut<[f32]>, O: AsMut<[f32]>>(
+    plan: &BatchPlan,
+    groups: &mut [B],
+    preparations: &[&Preparation],
+    grid: Grid,
+    steps: &mut [(O, O)],
+) -> Result<()> {
+    check_steps(plan, grid, steps)?;
+    prepare_groups(plan, groups, preparations, grid)?;
+    let views: Vec<&[f32]> = groups.iter().map(AsRef::as_ref).collect();
+    copy_blocks(plan, &views, grid, steps.iter_mut().map(|(i, l)| (i.as_mut(), l.as_mut())).collect());
+    Ok(())
+}
+
+/// Checks, then prepares (normalizes and masks) every group buffer in place.
+fn prepare_groups<B: AsRef<[f32]> + AsMut<[f32]>>(
+    plan: &BatchPlan,
+    groups: &mut [B],
+    preparations: &[&Preparation],
+    grid: Grid,
+) -> Result<()> {
     let lens: Vec<usize> = groups.iter().map(|b| b.as_ref().len()).collect();
     let shapes: Vec<(usize, usize)> = preparations.iter().map(|p| (p.channels(), p.mask().plane())).collect();
     check_groups(plan, &lens, &shapes, grid)?;
     for (g, buf) in plan.groups().iter().zip(groups.iter_mut()) {
         preparations[g.source].prepare_group(buf.as_mut())?;
     }
-    let views: Vec<&[f32]> = groups.iter().map(AsRef::as_ref).collect();
-    gather_into(plan, &views, grid, out)
+    Ok(())
 }
 
 /// Fills a plan's group buffers one plane at a time through `fetch(source, time, channel, out)`.

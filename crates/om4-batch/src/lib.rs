@@ -42,8 +42,8 @@ mod window;
 
 pub use error::{Error, Result};
 pub use gather::{
-    HostBatch, StepBatch, check_groups, fill_groups, gather, gather_into, prepare_and_gather, prepare_and_gather_into,
-    reference_batch,
+    HostBatch, StepBatch, check_groups, fill_groups, gather, gather_into, gather_into_steps, prepare_and_gather,
+    prepare_and_gather_into, prepare_and_gather_into_steps, reference_batch, step_lens,
 };
 pub use plan::{BatchPlan, PlaneCount, ReadGroup, Role, RoleRows, Roles};
 pub use prepare::{Grid, LandMask, NormOrder, Preparation, nan_to_num, prepare_value};

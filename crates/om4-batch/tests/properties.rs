@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use om4_batch::{
     BatchPlan, Ddp, Grid, HostBatch, LandMask, NormOrder, Order, Preparation, Role, Roles, Sample, SampleSpace,
-    Schedule, StepBatch, Tail, WindowSpec, fill_groups, gather_into, prepare_and_gather, prepare_and_gather_into,
-    reference_batch,
+    Schedule, StepBatch, Tail, WindowSpec, fill_groups, gather_into, gather_into_steps, prepare_and_gather,
+    prepare_and_gather_into, prepare_and_gather_into_steps, reference_batch, step_lens,
 };
 use proptest::prelude::*;
 
@@ -132,6 +132,19 @@ proptest! {
         reused.steps.iter_mut().for_each(|s| { s.input.fill(f32::NAN); s.label.fill(f32::INFINITY) });
         gather_into(&plan, &views, grid, &mut reused).unwrap();
         prop_assert!(reused.bitwise_eq(&naive));
+        // Caller-owned step buffers (as a loader's pooled ones), full of junk, likewise.
+        let (n_in, n_label) = step_lens(&plan, grid);
+        let mut owned: Vec<(Vec<f32>, Vec<f32>)> = (0..spec.steps()).map(|_| (vec![f32::NAN; n_in], vec![-0.0; n_label])).collect();
+        gather_into_steps(&plan, &views, grid, &mut owned).unwrap();
+        let as_batch = |steps: &[(Vec<f32>, Vec<f32>)]| HostBatch {
+            steps: steps.iter().map(|(input, label)| StepBatch { input: input.clone(), label: label.clone() }).collect(),
+            ..naive.clone()
+        };
+        prop_assert!(as_batch(&owned).bitwise_eq(&naive));
+        let mut raw_groups = fill_groups(&plan, grid, fetch).unwrap();
+        owned.iter_mut().for_each(|(i, l)| { i.fill(1.0); l.fill(f32::NAN) });
+        prepare_and_gather_into_steps(&plan, &mut raw_groups, &prep_refs, grid, &mut owned).unwrap();
+        prop_assert!(as_batch(&owned).bitwise_eq(&naive));
         prop_assert_eq!(fast.steps.len(), spec.steps());
         prop_assert_eq!(fast.input_channels, spec.states() * (c_prog + if c_bound > 0 { c_bound.max(1) } else { 0 }));
     }
@@ -220,4 +233,53 @@ fn mismatched_preparations_are_errors_and_leave_buffers_untouched() {
     }
     let mut g = groups.clone();
     assert!(prepare_and_gather_into(&plan, &mut g, &[&p0, &p1], grid, &mut HostBatch::default()).is_ok());
+}
+
+#[test]
+fn mismatched_step_buffers_are_errors_and_leave_buffers_untouched() {
+    let grid = Grid { y: 2, x: 3 };
+    let spec = WindowSpec::new(1, 2, 1).unwrap();
+    let plan =
+        BatchPlan::new(&[Sample { spec, start: 0 }, Sample { spec, start: 3 }], &Roles::samudra(), &[2, 1]).unwrap();
+    let fetch = |s: usize, t: usize, c: usize, out: &mut [f32]| -> Result<(), om4_batch::Error> {
+        out.iter_mut().enumerate().for_each(|(cell, v)| *v = raw(s, t, c, cell));
+        Ok(())
+    };
+    let groups = fill_groups(&plan, grid, fetch).unwrap();
+    let order = NormOrder::MaskThenNormalize;
+    let (p0, p1) = (preparation(0, 2, 6, order), preparation(1, 1, 6, order));
+    let (n_in, n_label) = step_lens(&plan, grid);
+    assert_eq!((n_in, n_label), (2 * 2 * (2 + 1) * 6, 2 * 2 * 2 * 6), "batch × states × channels × plane");
+    let good = || vec![(vec![7.0f32; n_in], vec![7.0f32; n_label]); 2];
+    let mut short_label = good();
+    short_label[1].1.pop();
+    let mut long_input = good();
+    long_input[0].0.push(0.0);
+    for (mut steps, what) in [
+        (good()[..1].to_vec(), "step buffer list"),
+        (short_label, "label buffer of step 1"),
+        (long_input, "input buffer of step 0"),
+    ] {
+        let before = steps.clone();
+        let mut g = groups.clone();
+        match prepare_and_gather_into_steps(&plan, &mut g, &[&p0, &p1], grid, &mut steps) {
+            Err(om4_batch::Error::BufferLength { what: w, .. }) => assert_eq!(w, what),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+        let views: Vec<&[f32]> = groups.iter().map(Vec::as_slice).collect();
+        assert!(matches!(
+            gather_into_steps(&plan, &views, grid, &mut steps),
+            Err(om4_batch::Error::BufferLength { .. })
+        ));
+        let bits = |v: &[Vec<f32>]| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&g), bits(&groups), "no group buffer was prepared");
+        assert_eq!(steps, before, "no step buffer was written (they hold no NaN)");
+    }
+    let views: Vec<&[f32]> = groups.iter().map(Vec::as_slice).collect();
+    let mut wrong_groups = views.clone();
+    wrong_groups.pop();
+    assert!(matches!(
+        gather_into_steps(&plan, &wrong_groups, grid, &mut good()),
+        Err(om4_batch::Error::BufferLength { what, .. }) if what == "group buffer list"
+    ));
 }

@@ -1,6 +1,6 @@
 //! Reusable host staging buffers: a pool that hands out a free buffer of sufficient capacity and
-//! keeps at most the three largest free ones; pageable memory, or CUDA pinned memory with the
-//! `pinned` feature.
+//! keeps the largest free ones (three by default); pageable memory, or CUDA pinned memory with
+//! the `pinned` feature.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,12 +8,14 @@ use std::sync::{Arc, Mutex};
 
 use crate::staging::HostMem;
 
-/// Free buffers kept for reuse.
+/// Free buffers a pool keeps for reuse unless told otherwise.
 const KEEP_FREE: usize = 3;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     free: Mutex<Vec<HostMem>>,
+    /// Free buffers kept; a returned buffer beyond these frees the smallest.
+    keep_free: usize,
     leased: AtomicUsize,
     allocations: AtomicUsize,
     /// Bytes of every buffer the pool owns (leased or free), and their high-water mark.
@@ -23,16 +25,49 @@ struct Shared {
     pinned: Option<crate::cuda::PinnedAllocator>,
 }
 
+impl Shared {
+    fn new(keep_free: usize) -> Self {
+        Self {
+            free: Mutex::default(),
+            keep_free,
+            leased: AtomicUsize::new(0),
+            allocations: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            #[cfg(feature = "pinned")]
+            pinned: None,
+        }
+    }
+}
+
 /// A pool of host buffers shared by the threads of a loader. Cloning shares the pool.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct BufferPool {
     shared: Arc<Shared>,
+}
+
+impl Default for BufferPool {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl BufferPool {
     /// An empty pool of pageable buffers.
     pub fn new() -> Self {
-        Self::default()
+        Self { shared: Arc::new(Shared::new(KEEP_FREE)) }
+    }
+
+    /// A new, empty pool of the same kind of memory (pinned or pageable) that keeps up to
+    /// `keep_free` free buffers. It never owns more buffers than were ever leased at once.
+    pub(crate) fn sibling(&self, keep_free: usize) -> Self {
+        #[cfg_attr(not(feature = "pinned"), allow(unused_mut))]
+        let mut shared = Shared::new(keep_free);
+        #[cfg(feature = "pinned")]
+        {
+            shared.pinned = self.shared.pinned.clone();
+        }
+        Self { shared: Arc::new(shared) }
     }
 
     /// An empty pool of page-locked buffers from CUDA device `ordinal`'s driver context
@@ -44,7 +79,7 @@ impl BufferPool {
     #[cfg(feature = "pinned")]
     pub fn pinned(ordinal: usize) -> crate::Result<Self> {
         let allocator = crate::cuda::PinnedAllocator::new(ordinal)?;
-        Ok(Self { shared: Arc::new(Shared { pinned: Some(allocator), ..Shared::default() }) })
+        Ok(Self { shared: Arc::new(Shared { pinned: Some(allocator), ..Shared::new(KEEP_FREE) }) })
     }
 
     fn allocate(&self, len: usize) -> HostMem {
@@ -130,7 +165,7 @@ impl BufferPool {
         self.shared.leased.load(Ordering::Relaxed)
     }
 
-    /// Free buffers held for reuse (at most three).
+    /// Free buffers held for reuse (at most three, for a pool made by [`BufferPool::new`]).
     pub fn free(&self) -> usize {
         self.shared.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
@@ -208,7 +243,7 @@ impl Drop for PooledBuf {
         let Some(mem) = self.mem.take() else { return };
         let mut free = self.pool.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         free.push(mem);
-        if free.len() > KEEP_FREE {
+        if free.len() > self.pool.keep_free {
             let smallest =
                 free.iter().enumerate().min_by_key(|(_, b)| b.capacity()).map(|(i, _)| i).expect("non-empty");
             let evicted = free.swap_remove(smallest);

@@ -35,6 +35,9 @@
 //!
 //! Host staging buffers are handed to Burn as the tensors' own bytes (no host copy); each returns
 //! to the [`BufferPool`] when the backend has finished with it (on CUDA, after the copy's fence).
+//! The host path gathers model batches into buffers of a second pool of the same kind
+//! ([`Loader::output_buffers`]), handed over the same way, so a steady run faults in no new
+//! memory per batch.
 //!
 //! Crate features (all off by default; everything builds and tests on the CPU `flex` backend):
 //! - `pinned`: page-locked staging buffers through cudarc ([`BufferPool::pinned`]), which cubecl

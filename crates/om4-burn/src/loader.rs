@@ -107,14 +107,28 @@ impl<S: BatchSource> Loader<S> {
             PrepareOn::Auto => device.clone().without_autodiff() == Device::flex(),
         };
         let host = on_host.then(|| Arc::new(source.preparations().to_vec()));
-        let preparers = Preparers { device: Arc::new(preparations), host, pool: source.read_pool().cloned() };
-        Self { source, space, schedule, config, device, preparers, buffers: BufferPool::new() }
+        let buffers = BufferPool::new();
+        let preparers = Preparers {
+            device: Arc::new(preparations),
+            host,
+            pool: source.read_pool().cloned(),
+            outputs: Self::output_pool(&buffers),
+        };
+        Self { source, space, schedule, config, device, preparers, buffers }
+    }
+
+    /// The host path's output pool, of the staging pool's kind of memory. It keeps every buffer
+    /// returned, so it holds at most as many as were ever in use at once (the outputs of the
+    /// batches in flight), and a steady run allocates none.
+    fn output_pool(buffers: &BufferPool) -> BufferPool {
+        buffers.sibling(usize::MAX)
     }
 
     /// Uses `buffers` for host staging, e.g. a [`BufferPool::pinned`] one (feature `pinned`), or
     /// one pool shared with another loader.
     #[must_use]
     pub fn with_buffers(mut self, buffers: BufferPool) -> Self {
+        self.preparers.outputs = Self::output_pool(&buffers);
         self.buffers = buffers;
         self
     }
@@ -132,6 +146,11 @@ impl<S: BatchSource> Loader<S> {
     /// The host buffer pool (for telemetry and tests).
     pub fn buffers(&self) -> &BufferPool {
         &self.buffers
+    }
+
+    /// The pool of the host path's model-batch buffers (see [`PrepareOn`]; for telemetry and tests).
+    pub fn output_buffers(&self) -> &BufferPool {
+        &self.preparers.outputs
     }
 
     /// The device preparations (statistics and masks on the device).

@@ -6,7 +6,7 @@ use om4_batch::{BatchPlan, Grid, NormOrder, Preparation, ReadGroup, Role};
 
 use std::sync::Arc;
 
-use crate::buffers::PooledBuf;
+use crate::buffers::{BufferPool, PooledBuf};
 use crate::error::Result;
 use crate::staging;
 
@@ -104,6 +104,9 @@ pub(crate) struct Preparers {
     pub(crate) host: Option<Arc<Vec<Preparation>>>,
     /// Where the host path runs (the source's read pool; else rayon's global pool).
     pub(crate) pool: Option<om4_store::ReadPool>,
+    /// The host path's output buffers, which become the model batch's tensors and come back
+    /// when the backend drops them: reused, not faulted in anew for every batch.
+    pub(crate) outputs: BufferPool,
 }
 
 impl Preparers {
@@ -116,7 +119,7 @@ impl Preparers {
         device: &Device,
     ) -> Result<ModelBatch> {
         match &self.host {
-            Some(host) => prepare_pooled_on_host(plan, groups, host, grid, device, self.pool.as_ref()),
+            Some(host) => prepare_pooled_on_host(plan, groups, host, grid, device, self.pool.as_ref(), &self.outputs),
             None => prepare_pooled(plan, groups, &self.device, grid, device),
         }
     }
@@ -137,9 +140,10 @@ fn prepare_pooled(
 }
 
 /// The same batch through om4-batch's host path (each unique plane normalized and masked once,
-/// then gathered, in parallel on `pool` or else the global rayon pool), the gathered buffers becoming the
-/// tensors' storage. For CPU devices, where this is several times faster than tensor ops and
-/// allocates fewer intermediates; checked bit for bit against the device path and the naive one.
+/// then gathered, in parallel on `pool` or else the global rayon pool) into step buffers from
+/// `outputs`, which become the tensors' storage. For CPU devices, where this is several times
+/// faster than tensor ops and allocates fewer intermediates; checked bit for bit against the
+/// device path and the naive one.
 fn prepare_pooled_on_host(
     plan: &BatchPlan,
     mut groups: Vec<PooledBuf>,
@@ -147,25 +151,27 @@ fn prepare_pooled_on_host(
     grid: Grid,
     device: &Device,
     pool: Option<&om4_store::ReadPool>,
+    outputs: &BufferPool,
 ) -> Result<ModelBatch> {
     let refs: Vec<&Preparation> = preparations.iter().collect();
-    // Allocated here, on the loader's thread, not on whichever pool thread runs the gather
-    // (glibc would otherwise keep an arena per pool thread).
-    let mut host = om4_batch::HostBatch::for_plan(plan, grid);
-    let mut run = || om4_batch::prepare_and_gather_into(plan, &mut groups, &refs, grid, &mut host);
+    // Leased here, on the loader's thread: a new allocation is then not made on whichever pool
+    // thread runs the gather (glibc would keep an arena per pool thread).
+    let (n_input, n_label) = om4_batch::step_lens(plan, grid);
+    let mut steps: Vec<(PooledBuf, PooledBuf)> =
+        (0..plan.steps()).map(|_| (outputs.acquire(n_input), outputs.acquire(n_label))).collect();
+    let mut run = || om4_batch::prepare_and_gather_into_steps(plan, &mut groups, &refs, grid, &mut steps);
     match pool {
         Some(pool) => pool.install(run)?,
         None => run()?,
     }
-    drop(groups); // back to the pool: the gathered buffers hold everything now
-    let om4_batch::HostBatch { batch, input_channels, label_channels, steps, .. } = host;
-    let tensor = |values: Vec<f32>, channels: usize| {
-        Tensor::<4>::from_data(TensorData::new(values, [batch, channels, grid.y, grid.x]), device)
+    drop(groups); // back to the pool: the step buffers hold everything now
+    let (batch, per_sample) = (plan.batch(), plan.batch() * grid.plane());
+    let tensor = |buf: PooledBuf| {
+        let channels = buf.len() / per_sample;
+        Tensor::<4>::from_data(staging::tensor_data(buf, [batch, channels, grid.y, grid.x]), device)
     };
-    let steps = steps
-        .into_iter()
-        .map(|s| StepTensors { input: tensor(s.input, input_channels), label: tensor(s.label, label_channels) })
-        .collect();
+    let steps =
+        steps.into_iter().map(|(input, label)| StepTensors { input: tensor(input), label: tensor(label) }).collect();
     Ok(ModelBatch { batch, steps })
 }
 

@@ -84,6 +84,26 @@ fn device_batches_equal_host_reference_bit_for_bit() {
                         assert_eq!(n, loader.len());
                         assert_eq!(loader.buffers().leased(), 0);
                         assert!(loader.buffers().free() <= 3);
+                        // The host path's model-batch buffers come back and are reused: at most
+                        // the sets of the batches in flight at once are ever allocated.
+                        let outputs = loader.output_buffers();
+                        assert_eq!(outputs.leased(), 0, "every model-batch buffer came back");
+                        if loader.prepares_on_host() {
+                            let in_flight = if prefetch == 0 { 1 } else { (prefetch + 2).min(n) };
+                            assert!(
+                                (2 * steps..=2 * steps * in_flight).contains(&outputs.allocations()),
+                                "{} output allocations for {n} batches of {steps} steps",
+                                outputs.allocations()
+                            );
+                            if prefetch == 0 {
+                                // One batch at a time: one set of buffers serves every batch of
+                                // another epoch too.
+                                assert_eq!(loader.epoch(2).unwrap().filter(Result::is_ok).count(), n);
+                                assert_eq!(outputs.allocations(), 2 * steps);
+                            }
+                        } else {
+                            assert_eq!(outputs.allocations(), 0, "the device path uses no host outputs");
+                        }
                     }
                 }
             }
@@ -172,9 +192,11 @@ fn early_drop_and_exhaustion_release_everything() {
     drop(it);
     drop(first);
     assert_eq!(loader.buffers().leased(), 0);
+    assert_eq!(loader.output_buffers().leased(), 0);
     // drop before the first batch is taken
     drop(loader.epoch(3).unwrap());
     assert_eq!(loader.buffers().leased(), 0);
+    assert_eq!(loader.output_buffers().leased(), 0);
     assert!(loader.buffers().free() <= 3);
 }
 
