@@ -63,6 +63,10 @@ pub struct ArrayInfo {
     /// frame, so it can be decoded straight into place without zarrs.
     #[serde(skip)]
     pub(crate) plain: Option<PlainChunks>,
+    /// A v2 array's `.zarray` document as om4 read and checked it (from `.zmetadata` when the
+    /// store is consolidated): zarrs is handed this, never a second reading of the files.
+    #[serde(skip)]
+    pub(crate) v2_metadata: Option<Value>,
 }
 
 /// How a plain chunk's bytes are stored.
@@ -250,6 +254,40 @@ fn describe_v2_codec(c: &Value) -> String {
     }
 }
 
+/// The most bytes om4 lets one decoded chunk (the inner chunk of a sharded array) hold: far above
+/// any real OM4 chunking, far below what would overflow a size computation or exhaust memory.
+const MAX_CHUNK_BYTES: u64 = 16 << 30;
+
+/// Shape and chunking describe an addressable array: one chunk extent per dimension, every
+/// extent at least 1, and sizes that fit in memory arithmetic. Checked before zarrs sees the
+/// metadata, whose size computations would overflow on absurd extents.
+fn check_extents(shape: &[u64], chunks: &[u64], inner: Option<&[u64]>) -> std::result::Result<(), String> {
+    let bytes = |dims: &[u64]| dims.iter().try_fold(4u64, |n, &d| n.checked_mul(d)).filter(|&n| n <= isize::MAX as u64);
+    if bytes(shape).is_none() {
+        return Err(format!("shape {shape:?} is too large to address"));
+    }
+    for (what, dims) in [("chunks", Some(chunks)), ("inner chunks", inner)] {
+        let Some(dims) = dims else { continue };
+        if dims.len() != shape.len() {
+            return Err(format!("{what} {dims:?} do not match the rank of shape {shape:?}"));
+        }
+        if dims.contains(&0) {
+            return Err(format!("{what} {dims:?} have a zero extent"));
+        }
+        if bytes(dims).is_none() {
+            return Err(format!("{what} {dims:?} are too large to address"));
+        }
+    }
+    let decoded = inner.unwrap_or(chunks);
+    match bytes(decoded) {
+        Some(n) if n <= MAX_CHUNK_BYTES => Ok(()),
+        _ => Err(format!(
+            "a chunk of {decoded:?} holds more than {} GiB, om4's limit for one decoded chunk",
+            MAX_CHUNK_BYTES >> 30
+        )),
+    }
+}
+
 fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<ArrayInfo> {
     let err = |reason: &str| Error::Metadata {
         store: root.to_path_buf(),
@@ -258,6 +296,7 @@ fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<Arra
     };
     let shape = u64_list(meta.get("shape")).ok_or_else(|| err("missing or bad \"shape\""))?;
     let chunks = u64_list(meta.get("chunks")).ok_or_else(|| err("missing or bad \"chunks\""))?;
+    check_extents(&shape, &chunks, None).map_err(|r| err(&r))?;
     let dtype = meta.get("dtype").and_then(Value::as_str).map(dtype_v2).unwrap_or_else(|| "structured".into());
     let attrs = attrs.as_object().cloned().unwrap_or_default();
     let dims = attrs
@@ -291,6 +330,7 @@ fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<Arra
             shard: None,
         });
     Ok(ArrayInfo {
+        v2_metadata: Some(meta.clone()),
         plain,
         name: name.to_string(),
         format: ZarrFormat::V2,
@@ -409,12 +449,14 @@ fn parse_v3(root: &Path, name: &str, meta: &Value) -> Result<ArrayInfo> {
     };
     let codecs = meta.get("codecs").and_then(Value::as_array).cloned().unwrap_or_default();
     let (names, inner_chunks, order) = describe_v3_codecs(&codecs);
+    check_extents(&shape, &chunks, inner_chunks.as_deref()).map_err(|r| err(&r))?;
     let dims = meta
         .get("dimension_names")
         .and_then(Value::as_array)
         .map(|d| d.iter().map(|x| x.as_str().unwrap_or("?").to_string()).collect());
     let plain = plain_v3(meta, &dtype, &codecs);
     Ok(ArrayInfo {
+        v2_metadata: None,
         plain,
         name: name.to_string(),
         format: ZarrFormat::V3,

@@ -233,7 +233,9 @@ impl Om4Store {
     }
 
     fn open_array(&self, name: &str) -> Result<ZarrArray> {
-        ZarrArray::open(&self.fs, name).map_err(|e| Error::Invalid {
+        let info = &self.arrays[name];
+        let v2 = info.v2_metadata.as_ref().map(|meta| (meta, &info.attrs));
+        ZarrArray::open(&self.fs, name, v2, &info.shape).map_err(|e| Error::Invalid {
             store: self.root.clone(),
             array: name.to_string(),
             reason: format!("zarrs cannot open it: {e}"),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use unsafe_cell_slice::UnsafeCellSlice;
-use zarrs::array::{Array, ArrayBytesFixedDisjointView, ArraySubset, CodecOptions};
+use zarrs::array::{Array, ArrayBytesFixedDisjointView, ArrayMetadata, ArrayMetadataV2, ArraySubset, CodecOptions};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::store::MemoryStore;
 use zarrs::storage::{ListableStorageTraits, ReadableStorageTraits, StoreKey, WritableStorageTraits};
@@ -52,9 +52,32 @@ impl Store {
 }
 
 impl ZarrArray {
-    /// Opens array `name` (a name discovered in the store root, never a user path).
-    pub(crate) fn open(store: &Store, name: &str) -> Result<Self, BoxError> {
-        Ok(Self { array: Arc::new(Array::open(store.0.clone(), &format!("/{name}"))?) })
+    /// Opens array `name` (a name discovered in the store root, never a user path) from the
+    /// metadata om4 validated: a v2 array from `v2` (its `.zarray` document and attributes), a v3
+    /// array from its `zarr.json`. Either way the array zarrs sees must have `shape`, so that a
+    /// file changed since validation (or a consolidated store whose files disagree with
+    /// `.zmetadata`) is an error, never a different array.
+    pub(crate) fn open(
+        store: &Store,
+        name: &str,
+        v2: Option<(&serde_json::Value, &serde_json::Map<String, serde_json::Value>)>,
+        shape: &[u64],
+    ) -> Result<Self, BoxError> {
+        let path = format!("/{name}");
+        let array = match v2 {
+            Some((meta, attrs)) => {
+                let mut meta: ArrayMetadataV2 = serde_json::from_value(meta.clone())?;
+                meta.attributes = attrs.clone();
+                Array::new_with_metadata(store.0.clone(), &path, ArrayMetadata::V2(meta))?
+            }
+            None => Array::open(store.0.clone(), &path)?,
+        };
+        if array.shape() != shape {
+            return Err(
+                format!("its metadata now says shape {:?}, not the {shape:?} om4 validated", array.shape()).into()
+            );
+        }
+        Ok(Self { array: Arc::new(array) })
     }
 
     /// Reads the whole array as `f64`, whatever its numeric or boolean dtype.

@@ -409,3 +409,38 @@ fn corrupt_shard_index_is_named() {
     store.read_into(&pool, &set.zarrs_only(), &sel, &[2], &mut via_zarrs).unwrap();
     assert_eq!(bits(&direct), bits(&via_zarrs));
 }
+
+#[test]
+fn absurd_chunking_is_a_metadata_error() {
+    for (chunks, expected) in [
+        (serde_json::json!([u64::MAX, 6, 10]), "too large to address"),
+        (serde_json::json!([1, 0, 10]), "zero extent"),
+        (serde_json::json!([1, 6]), "rank"),
+        (serde_json::json!([1 << 20, 1 << 12, 1 << 12]), "GiB"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = make(dir.path(), &small(false));
+        edit_json(&paths.data.join("so_1").join(".zarray"), |v| v["chunks"] = chunks.clone());
+        match Om4Store::open(&paths.data) {
+            Err(Error::Metadata { array, reason, .. }) => {
+                assert_eq!(array, "so_1");
+                assert!(reason.contains(expected), "{chunks}: {reason}");
+            }
+            other => panic!("{chunks}: expected a metadata error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn consolidated_metadata_is_what_zarrs_reads() {
+    // A consolidated store whose per-array file disagrees with .zmetadata: om4 validated the
+    // consolidated document, and zarrs is given that same document.
+    let dir = tempfile::tempdir().unwrap();
+    let paths = make(dir.path(), &SynthConfig { consolidated: true, ..small(false) });
+    let before = read_all(&Om4Store::open(&paths.data).unwrap(), 3);
+    for name in ["so_1", "lev", "time"] {
+        edit_json(&paths.data.join(name).join(".zarray"), |v| v["shape"][0] = serde_json::json!(u64::MAX));
+    }
+    let after = read_all(&Om4Store::open(&paths.data).unwrap(), 3);
+    assert_eq!(bits(&after), bits(&before));
+}

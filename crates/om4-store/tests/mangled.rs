@@ -1,0 +1,159 @@
+//! Mangled metadata never panics: every JSON metadata file of a store (array, attributes, group,
+//! consolidated, v2 and v3) gets one value replaced by something of another kind or size, or is
+//! cut short, and then opening the store, choosing every channel, selecting time, loading masks
+//! and reading a plane must each return `Ok` or an error, never panic.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use om4_store::{Om4Store, ReadPool, SynthConfig, SynthFormat, SynthLayout, channel_names, synthesize};
+use proptest::prelude::*;
+
+/// Pristine stores to copy: flat v2 unconsolidated, flat v2 consolidated, compact v3 sharded.
+fn pristine() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
+    static P: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let base = SynthConfig { ny: 3, nx: 4, times: 4, levels: 2, consolidated: false, ..SynthConfig::default() };
+        let cfgs = [
+            base.clone(),
+            SynthConfig { consolidated: true, ..base.clone() },
+            SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base },
+        ];
+        let roots = cfgs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| synthesize(&dir.path().join(i.to_string()), c, |_, _| {}).unwrap().data)
+            .collect();
+        (dir, roots)
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The store's JSON metadata files, in a stable order.
+fn metadata_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            metadata_files(&path, out);
+        } else if matches!(
+            path.file_name().and_then(|n| n.to_str()),
+            Some(".zarray" | ".zattrs" | ".zgroup" | ".zmetadata" | "zarr.json")
+        ) {
+            out.push(path);
+        }
+    }
+}
+
+/// Every node of a JSON document, as JSON pointers.
+fn pointers(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    out.push(at.clone());
+    match v {
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                pointers(item, format!("{at}/{i}"), out);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (k, item) in map {
+                pointers(item, format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Replacements of another kind or an extreme size.
+fn replacement(k: usize) -> serde_json::Value {
+    use serde_json::json;
+    [
+        json!(null),
+        json!(-1),
+        json!(0),
+        json!(u64::MAX),
+        json!(i64::MIN),
+        json!(1e300),
+        json!(0.5),
+        json!(""),
+        json!("NaN"),
+        json!("../../escape"),
+        json!([]),
+        json!([0]),
+        json!([1_000_000_000_000u64, 1_000_000_000_000u64]),
+        json!({}),
+        json!(true),
+    ][k % 15]
+        .clone()
+}
+
+/// Open, validate, select, load masks and read one plane of every channel: each may fail, none
+/// may panic. Returns how far it got, for the test's statistics.
+fn exercise(root: &Path) -> usize {
+    let Ok(store) = Om4Store::open(root) else { return 0 };
+    let _ = store.channel_names();
+    let names = channel_names(2);
+    let Ok(set) = store.channels(&names) else { return 1 };
+    let _ = store.masks(&set);
+    let Ok(sel) = store.select(None, None) else { return 2 };
+    let plane = set.grid().plane();
+    if sel.len() == 0 || plane > 1 << 20 {
+        return 3;
+    }
+    let mut out = vec![0f32; set.len() * plane];
+    let pool = ReadPool::new(2).unwrap();
+    match store.read_into(&pool, &set, &sel, &[0], &mut out) {
+        Ok(()) => 5,
+        Err(_) => 4,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+    #[test]
+    fn mangled_metadata_is_an_error_never_a_panic(
+        which in 0usize..3, file in any::<prop::sample::Index>(), node in any::<prop::sample::Index>(),
+        kind in 0usize..16, cut in any::<prop::sample::Index>(),
+    ) {
+        let (_keep, roots) = pristine();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("OM4.zarr");
+        copy_dir(&roots[which], &root);
+        let mut files = Vec::new();
+        metadata_files(&root, &mut files);
+        let path = file.get(&files);
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut what = String::from("cut short");
+        let mangled = if kind == 15 {
+            text[..cut.index(text.len())].to_string()
+        } else {
+            let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let mut nodes = Vec::new();
+            pointers(&doc, String::new(), &mut nodes);
+            let at = node.get(&nodes).clone();
+            what = format!("{at} = {}", replacement(kind));
+            match doc.pointer_mut(&at) {
+                Some(v) => *v = replacement(kind),
+                None => unreachable!("a pointer from the document itself"),
+            }
+            doc.to_string()
+        };
+        std::fs::write(path, mangled).unwrap();
+        let outcome = std::panic::catch_unwind(|| exercise(&root));
+        prop_assert!(outcome.is_ok(), "panicked on {}, {what}", path.display());
+    }
+}
