@@ -111,7 +111,7 @@ fn exercise(root: &Path) -> usize {
     let _ = store.masks(&set);
     let Ok(sel) = store.select(None, None) else { return 2 };
     let plane = set.grid().plane();
-    if sel.len() == 0 || plane > 1 << 20 {
+    if sel.is_empty() || plane > 1 << 20 {
         return 3;
     }
     let mut out = vec![0f32; set.len() * plane];
