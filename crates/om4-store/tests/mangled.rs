@@ -1,7 +1,8 @@
-//! Mangled metadata never panics: every JSON metadata file of a store (array, attributes, group,
-//! consolidated, v2 and v3) gets one value replaced by something of another kind or size, or is
-//! cut short, and then opening the store, choosing every channel, selecting time, loading masks
-//! and reading a plane must each return `Ok` or an error, never panic.
+//! Mangled metadata never panics: every JSON metadata file of a store and of its statistics
+//! stores (array, attributes, group, consolidated, v2 and v3) gets one value replaced by something
+//! of another kind or size, or is cut short, and then opening the store, choosing every channel,
+//! selecting time, loading masks and statistics and reading a plane must each return `Ok` or an
+//! error, never panic.
 
 mod common;
 
@@ -11,7 +12,8 @@ use std::sync::OnceLock;
 use om4_store::{Om4Store, ReadPool, SynthConfig, SynthFormat, SynthLayout, channel_names, synthesize};
 use proptest::prelude::*;
 
-/// Pristine stores to copy: flat v2 unconsolidated, flat v2 consolidated, compact v3 sharded.
+/// Pristine store folders (data, means and stds stores side by side) to copy: flat v2
+/// unconsolidated, flat v2 consolidated, compact v3 sharded.
 fn pristine() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
     static P: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
     P.get_or_init(|| {
@@ -25,7 +27,11 @@ fn pristine() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
         let roots = cfgs
             .iter()
             .enumerate()
-            .map(|(i, c)| synthesize(&dir.path().join(i.to_string()), c, |_, _| {}).unwrap().data)
+            .map(|(i, c)| {
+                let folder = dir.path().join(i.to_string());
+                synthesize(&folder, c, |_, _| {}).unwrap();
+                folder
+            })
             .collect();
         (dir, roots)
     })
@@ -103,12 +109,17 @@ fn replacement(k: usize) -> serde_json::Value {
 
 /// Open, validate, select, load masks and read one plane of every channel: each may fail, none
 /// may panic. Returns how far it got, for the test's statistics.
-fn exercise(root: &Path) -> usize {
-    let Ok(store) = Om4Store::open(root) else { return 0 };
+fn exercise(folder: &Path) -> usize {
+    let Ok(store) = Om4Store::open(folder.join("OM4.zarr")) else { return 0 };
     let _ = store.channel_names();
     let names = channel_names(2);
     let Ok(set) = store.channels(&names) else { return 1 };
     let _ = store.masks(&set);
+    for stats in ["OM4_means.zarr", "OM4_stds.zarr"] {
+        if let Ok(stats) = om4_store::StatsStore::open(folder.join(stats)) {
+            let _ = stats.values(&set);
+        }
+    }
     let Ok(sel) = store.select(None, None) else { return 2 };
     let plane = set.grid().plane();
     if sel.is_empty() || plane > 1 << 20 {
@@ -131,7 +142,7 @@ proptest! {
     ) {
         let (_keep, roots) = pristine();
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("OM4.zarr");
+        let root = dir.path().join("stores");
         copy_dir(&roots[which], &root);
         let mut files = Vec::new();
         metadata_files(&root, &mut files);
