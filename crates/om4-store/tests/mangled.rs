@@ -3,13 +3,16 @@
 //! of another kind or size, or is cut short, and then opening the store, choosing every channel,
 //! selecting time, loading masks and statistics and reading a plane must each return `Ok` or an
 //! error, never panic.
+//!
+//! Likewise for mangled chunks: bytes of a chunk or shard file overwritten, cut or appended, in
+//! stores of every codec om4 decodes itself (raw, blosc, zstd, shards) or through zarrs.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use om4_store::{Om4Store, ReadPool, SynthConfig, SynthFormat, SynthLayout, channel_names, synthesize};
+use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthFormat, SynthLayout, channel_names, synthesize};
 use proptest::prelude::*;
 
 /// Pristine store folders (data, means and stds stores side by side) to copy: flat v2
@@ -166,5 +169,104 @@ proptest! {
         std::fs::write(path, mangled).unwrap();
         let outcome = std::panic::catch_unwind(|| exercise(&root));
         prop_assert!(outcome.is_ok(), "panicked on {}, {what}", path.display());
+    }
+}
+
+/// Pristine stores for chunk mangling, one per decode path.
+fn pristine_chunks() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
+    static P: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let base = SynthConfig { ny: 3, nx: 4, times: 4, levels: 2, consolidated: false, ..SynthConfig::default() };
+        let cfgs = [
+            SynthConfig { codec: SynthCodec::None, ..base.clone() },
+            SynthConfig { codec: SynthCodec::BloscLz4, ..base.clone() },
+            SynthConfig { codec: SynthCodec::Zstd, ..base.clone() },
+            // several times per chunk: decoded by zarrs
+            SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
+            SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base },
+        ];
+        let roots = cfgs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| synthesize(&dir.path().join(i.to_string()), c, |_, _| {}).unwrap().data)
+            .collect();
+        (dir, roots)
+    })
+}
+
+/// The chunk (or shard) files of a store's arrays other than its coordinates, in a stable order.
+fn chunk_files(root: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if !path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') || n == "zarr.json")
+            {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut arrays: Vec<_> = std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()).collect();
+    arrays.sort();
+    for dir in arrays.iter().filter(|d| d.is_dir() && !d.ends_with("time") && !d.ends_with("lev")) {
+        walk(dir, &mut out);
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(160))]
+    #[test]
+    fn mangled_chunks_are_errors_or_values_never_a_panic(
+        which in 0usize..5, file in any::<prop::sample::Index>(), how in 0usize..4,
+        at in any::<prop::sample::Index>(), bytes in prop::collection::vec(any::<u8>(), 1..24),
+    ) {
+        let (_keep, roots) = pristine_chunks();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("OM4.zarr");
+        copy_dir(&roots[which], &root);
+        let files = chunk_files(&root);
+        prop_assert!(!files.is_empty());
+        let path = file.get(&files);
+        let mut data = std::fs::read(path).unwrap();
+        let what = match how {
+            0 => {
+                // overwrite a run of bytes (headers included)
+                let start = at.index(data.len());
+                for (d, b) in data[start..].iter_mut().zip(&bytes) {
+                    *d = *b;
+                }
+                "overwritten"
+            }
+            1 => {
+                data.truncate(at.index(data.len()));
+                "cut short"
+            }
+            2 => {
+                data.extend_from_slice(&bytes);
+                "extended"
+            }
+            _ => {
+                // the head overwritten: codec headers, shard indexes that sit first
+                for (d, b) in data.iter_mut().zip(&bytes) {
+                    *d = *b;
+                }
+                "head overwritten"
+            }
+        };
+        std::fs::write(path, &data).unwrap();
+        let outcome = std::panic::catch_unwind(|| {
+            let store = Om4Store::open(&root).unwrap();
+            let set = store.channels(&channel_names(2)).unwrap();
+            let sel = store.select(None, None).unwrap();
+            let positions: Vec<usize> = (0..sel.len()).collect();
+            let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
+            store.read_into(&ReadPool::new(2).unwrap(), &set, &sel, &positions, &mut out).is_ok()
+        });
+        prop_assert!(outcome.is_ok(), "panicked on {} {what}", path.display());
     }
 }
