@@ -24,6 +24,12 @@ fn raw(source: usize, t: usize, c: usize, cell: usize) -> f32 {
     }
 }
 
+/// Fills a plane with [`raw`] values, as a store read would.
+fn fetch(source: usize, t: usize, c: usize, out: &mut [f32]) -> Result<(), om4_batch::Error> {
+    out.iter_mut().enumerate().for_each(|(cell, v)| *v = raw(source, t, c, cell));
+    Ok(())
+}
+
 fn preparation(source: usize, channels: usize, plane: usize, order: NormOrder) -> Preparation {
     let mean = (0..channels).map(|c| c as f32 * 0.5 - (source as f32)).collect();
     let std = (0..channels).map(|c| 1.0 + c as f32 * 0.25).collect();
@@ -111,12 +117,6 @@ proptest! {
         let roles = if c_bound > 0 { Roles::samudra() } else { Roles { input: 0, label: 0, boundary: None } };
         let preps = [preparation(0, c_prog, plane, order), preparation(1, c_bound.max(1), plane, order)];
         let prep_refs: Vec<&Preparation> = preps.iter().collect();
-        let fetch = |s: usize, t: usize, c: usize, out: &mut [f32]| -> Result<(), om4_batch::Error> {
-            for (cell, v) in out.iter_mut().enumerate() {
-                *v = raw(s, t, c, cell);
-            }
-            Ok(())
-        };
         let channels = [c_prog, c_bound.max(1)];
         let plan = BatchPlan::new(&samples, &roles, &channels).unwrap();
         let mut groups = fill_groups(&plan, grid, fetch).unwrap();
@@ -208,10 +208,6 @@ fn mismatched_preparations_are_errors_and_leave_buffers_untouched() {
     let grid = Grid { y: 2, x: 3 };
     let spec = WindowSpec::new(1, 2, 1).unwrap();
     let plan = BatchPlan::new(&[Sample { spec, start: 0 }], &Roles::samudra(), &[2, 1]).unwrap();
-    let fetch = |s: usize, t: usize, c: usize, out: &mut [f32]| -> Result<(), om4_batch::Error> {
-        out.iter_mut().enumerate().for_each(|(cell, v)| *v = raw(s, t, c, cell));
-        Ok(())
-    };
     let groups = fill_groups(&plan, grid, fetch).unwrap();
     let order = NormOrder::NormalizeThenMask;
     let (p0, p1) = (preparation(0, 2, 6, order), preparation(1, 1, 6, order));
@@ -241,10 +237,6 @@ fn mismatched_step_buffers_are_errors_and_leave_buffers_untouched() {
     let spec = WindowSpec::new(1, 2, 1).unwrap();
     let plan =
         BatchPlan::new(&[Sample { spec, start: 0 }, Sample { spec, start: 3 }], &Roles::samudra(), &[2, 1]).unwrap();
-    let fetch = |s: usize, t: usize, c: usize, out: &mut [f32]| -> Result<(), om4_batch::Error> {
-        out.iter_mut().enumerate().for_each(|(cell, v)| *v = raw(s, t, c, cell));
-        Ok(())
-    };
     let groups = fill_groups(&plan, grid, fetch).unwrap();
     let order = NormOrder::MaskThenNormalize;
     let (p0, p1) = (preparation(0, 2, 6, order), preparation(1, 1, 6, order));

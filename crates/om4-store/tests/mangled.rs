@@ -15,28 +15,35 @@ use std::sync::OnceLock;
 use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthFormat, SynthLayout, channel_names, synthesize};
 use proptest::prelude::*;
 
-/// Pristine store folders (data, means and stds stores side by side) to copy: flat v2
-/// unconsolidated, flat v2 consolidated, compact v3 sharded.
-fn pristine() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
-    static P: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
+type Pristine = (tempfile::TempDir, Vec<PathBuf>);
+
+/// Small stores, one folder per configuration (data, means and stds stores side by side).
+fn synthesize_all(cfgs: impl FnOnce(SynthConfig) -> Vec<SynthConfig>) -> Pristine {
+    let dir = tempfile::tempdir().unwrap();
+    let base = SynthConfig { ny: 3, nx: 4, times: 4, levels: 2, consolidated: false, ..SynthConfig::default() };
+    let folders = cfgs(base)
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let folder = dir.path().join(i.to_string());
+            synthesize(&folder, c, |_, _| {}).unwrap();
+            folder
+        })
+        .collect();
+    (dir, folders)
+}
+
+/// Pristine folders to copy: flat v2 unconsolidated, flat v2 consolidated, compact v3 sharded.
+fn pristine() -> &'static Pristine {
+    static P: OnceLock<Pristine> = OnceLock::new();
     P.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let base = SynthConfig { ny: 3, nx: 4, times: 4, levels: 2, consolidated: false, ..SynthConfig::default() };
-        let cfgs = [
-            base.clone(),
-            SynthConfig { consolidated: true, ..base.clone() },
-            SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base },
-        ];
-        let roots = cfgs
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let folder = dir.path().join(i.to_string());
-                synthesize(&folder, c, |_, _| {}).unwrap();
-                folder
-            })
-            .collect();
-        (dir, roots)
+        synthesize_all(|base| {
+            vec![
+                base.clone(),
+                SynthConfig { consolidated: true, ..base.clone() },
+                SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base },
+            ]
+        })
     })
 }
 
@@ -53,20 +60,24 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The store's JSON metadata files, in a stable order.
-fn metadata_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The files below `dir` whose path `keep` accepts, in a stable order.
+fn files(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
-            metadata_files(&path, out);
-        } else if matches!(
-            path.file_name().and_then(|n| n.to_str()),
-            Some(".zarray" | ".zattrs" | ".zgroup" | ".zmetadata" | "zarr.json")
-        ) {
+            files(&path, keep, out);
+        } else if keep(&path) {
             out.push(path);
         }
     }
+}
+
+fn is_metadata(path: &Path) -> bool {
+    matches!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some(".zarray" | ".zattrs" | ".zgroup" | ".zmetadata" | "zarr.json")
+    )
 }
 
 /// Every node of a JSON document, as JSON pointers.
@@ -147,8 +158,9 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("stores");
         copy_dir(&roots[which], &root);
-        let mut files = Vec::new();
-        metadata_files(&root, &mut files);
+        let mut found = Vec::new();
+        files(&root, &is_metadata, &mut found);
+        let files = found;
         let path = file.get(&files);
         let text = std::fs::read_to_string(path).unwrap();
         let mut what = String::from("cut short");
@@ -172,49 +184,28 @@ proptest! {
     }
 }
 
-/// Pristine stores for chunk mangling, one per decode path.
-fn pristine_chunks() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
-    static P: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
+/// Pristine folders for chunk mangling, one per decode path.
+fn pristine_chunks() -> &'static Pristine {
+    static P: OnceLock<Pristine> = OnceLock::new();
     P.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let base = SynthConfig { ny: 3, nx: 4, times: 4, levels: 2, consolidated: false, ..SynthConfig::default() };
-        let cfgs = [
-            SynthConfig { codec: SynthCodec::None, ..base.clone() },
-            SynthConfig { codec: SynthCodec::BloscLz4, ..base.clone() },
-            SynthConfig { codec: SynthCodec::Zstd, ..base.clone() },
-            // several times per chunk: decoded by zarrs
-            SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
-            SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base },
-        ];
-        let roots = cfgs
-            .iter()
-            .enumerate()
-            .map(|(i, c)| synthesize(&dir.path().join(i.to_string()), c, |_, _| {}).unwrap().data)
-            .collect();
-        (dir, roots)
+        synthesize_all(|base| {
+            vec![
+                SynthConfig { codec: SynthCodec::None, ..base.clone() },
+                SynthConfig { codec: SynthCodec::BloscLz4, ..base.clone() },
+                SynthConfig { codec: SynthCodec::Zstd, ..base.clone() },
+                // several times per chunk: decoded by zarrs
+                SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
+                SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base },
+            ]
+        })
     })
 }
 
 /// The chunk (or shard) files of a store's arrays other than its coordinates, in a stable order.
 fn chunk_files(root: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-        entries.sort();
-        for path in entries {
-            if path.is_dir() {
-                walk(&path, out);
-            } else if !path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') || n == "zarr.json")
-            {
-                out.push(path);
-            }
-        }
-    }
+    let coordinate = |p: &Path| p.starts_with(root.join("time")) || p.starts_with(root.join("lev"));
     let mut out = Vec::new();
-    let mut arrays: Vec<_> = std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()).collect();
-    arrays.sort();
-    for dir in arrays.iter().filter(|d| d.is_dir() && !d.ends_with("time") && !d.ends_with("lev")) {
-        walk(dir, &mut out);
-    }
+    files(root, &|p| !is_metadata(p) && !coordinate(p), &mut out);
     out
 }
 
@@ -228,7 +219,7 @@ proptest! {
         let (_keep, roots) = pristine_chunks();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("OM4.zarr");
-        copy_dir(&roots[which], &root);
+        copy_dir(&roots[which].join("OM4.zarr"), &root);
         let files = chunk_files(&root);
         prop_assert!(!files.is_empty());
         let path = file.get(&files);
