@@ -54,16 +54,26 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// The most DDP ranks a schedule serves (padding an epoch materializes one batch per rank).
+    pub const MAX_WORLD_SIZE: usize = 1 << 20;
+
     /// A schedule with every setting explicit.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a zero batch size or world size, or a rank outside the world.
+    /// [`Error::InvalidConfig`] for a zero batch size or world size, a world of more than
+    /// [`Schedule::MAX_WORLD_SIZE`] ranks, or a rank outside the world.
     pub fn new(batch_size: usize, seed: u64, order: Order, tail: Tail, ddp: Option<Ddp>) -> Result<Self> {
         let batch_size = NonZeroUsize::new(batch_size)
             .ok_or_else(|| Error::InvalidConfig { field: "batch_size", reason: "must be at least 1".into() })?;
         if let Some(d) = ddp {
             if d.world_size == 0 {
                 return Err(Error::InvalidConfig { field: "world_size", reason: "must be at least 1".into() });
+            }
+            if d.world_size > Self::MAX_WORLD_SIZE {
+                return Err(Error::InvalidConfig {
+                    field: "world_size",
+                    reason: format!("{} ranks; om4 schedules at most {}", d.world_size, Self::MAX_WORLD_SIZE),
+                });
             }
             if d.rank >= d.world_size {
                 return Err(Error::InvalidConfig {
@@ -226,5 +236,7 @@ mod tests {
         assert!(Schedule::training(0, 0, None).is_err());
         assert!(Schedule::training(1, 0, Some(Ddp { world_size: 0, rank: 0 })).is_err());
         assert!(Schedule::training(1, 0, Some(Ddp { world_size: 2, rank: 2 })).is_err());
+        let huge = Ddp { world_size: Schedule::MAX_WORLD_SIZE + 1, rank: 0 };
+        assert!(Schedule::training(1, 0, Some(huge)).is_err());
     }
 }

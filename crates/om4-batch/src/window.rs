@@ -63,13 +63,29 @@ impl WindowSpec {
     /// Builds a spec.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] when `steps` or `stride` is zero.
+    /// [`Error::InvalidConfig`] when `steps` or `stride` is zero, or when one sample would span
+    /// more time positions than a `usize` counts (no store holds such a window).
     pub fn new(history: usize, steps: usize, stride: usize) -> Result<Self> {
-        let steps = NonZeroUsize::new(steps)
+        let steps_nz = NonZeroUsize::new(steps)
             .ok_or_else(|| Error::InvalidConfig { field: "steps", reason: "must be at least 1".into() })?;
-        let stride = NonZeroUsize::new(stride)
+        let stride_nz = NonZeroUsize::new(stride)
             .ok_or_else(|| Error::InvalidConfig { field: "stride", reason: "must be at least 1".into() })?;
-        Ok(Self { history, steps, stride })
+        // span = ((steps + 1)(h + 1) − 1)·s + 1 = steps(h+1)s + h·s + 1, and every time position
+        // computed from a spec stays below it; checked once here, so the rest can multiply freely.
+        let span = history
+            .checked_add(1)
+            .and_then(|states| states.checked_mul(steps.checked_add(1)?))
+            .and_then(|n| (n - 1).checked_mul(stride))
+            .and_then(|n| n.checked_add(1));
+        if span.is_none() {
+            return Err(Error::InvalidConfig {
+                field: "history",
+                reason: format!(
+                    "history {history}, steps {steps} and stride {stride} make a window longer than any store"
+                ),
+            });
+        }
+        Ok(Self { history, steps: steps_nz, stride: stride_nz })
     }
 
     /// History length `h`.
@@ -104,7 +120,7 @@ impl WindowSpec {
 
     /// Number of samples in a selection of `len` time positions: `len − steps(h+1)s − h·s`, or 0.
     pub fn num_samples(&self, len: usize) -> usize {
-        (len + 1).saturating_sub(self.span())
+        len.saturating_sub(self.span() - 1)
     }
 
     /// Like [`num_samples`](Self::num_samples), but an empty result is an error that says why.
@@ -145,6 +161,19 @@ impl WindowSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_longer_than_any_store_are_errors() {
+        assert!(WindowSpec::new(usize::MAX, 1, 1).is_err());
+        assert!(WindowSpec::new(1, usize::MAX, 1).is_err());
+        assert!(WindowSpec::new(1, 1, usize::MAX).is_err());
+        assert!(WindowSpec::new(1 << 32, 1 << 32, 1).is_err());
+        // The largest window that fits: span = usize::MAX.
+        let s = WindowSpec::new(0, 1, usize::MAX - 1).unwrap();
+        assert_eq!(s.span(), usize::MAX);
+        assert_eq!(s.num_samples(usize::MAX), 1);
+        assert_eq!(s.num_samples(usize::MAX - 1), 0);
+    }
 
     #[test]
     fn samudra_example_hist1_steps4() {

@@ -275,3 +275,33 @@ fn mismatched_step_buffers_are_errors_and_leave_buffers_untouched() {
         Err(om4_batch::Error::BufferLength { what, .. }) if what == "group buffer list"
     ));
 }
+
+/// Small values mixed with extreme ones (as a mistyped config gives).
+fn extreme() -> impl Strategy<Value = usize> {
+    prop_oneof![0usize..6, Just(usize::MAX), Just(usize::MAX / 2), Just(1 << 32), any::<usize>()]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    #[test]
+    fn extreme_configs_are_errors_or_work(
+        history in extreme(), steps in extreme(), stride in extreme(), len in prop_oneof![0usize..200, Just(usize::MAX)],
+        batch in extreme(), world in extreme(), rank in extreme(), seed in any::<u64>(), epoch in any::<u64>(),
+    ) {
+        let outcome = std::panic::catch_unwind(|| {
+            let Ok(spec) = WindowSpec::new(history, steps, stride) else { return };
+            let _ = (spec.span(), spec.num_samples(len), spec.require_samples(len));
+            // Epochs enumerate every sample: only stores of a countable length.
+            let Ok(space) = SampleSpace::single(spec, len.min(200)) else { return };
+            let ddp = (world > 1).then_some(Ddp { world_size: world, rank });
+            let Ok(schedule) = Schedule::training(batch, seed, ddp) else { return };
+            let batches = schedule.epoch(&space.groups(), epoch);
+            assert_eq!(batches.len(), schedule.len(&space.groups()));
+            if let Some(first) = batches.first() {
+                let samples = space.samples(first).unwrap();
+                BatchPlan::new(&samples, &Roles::samudra(), &[2, 1]).unwrap();
+            }
+        });
+        prop_assert!(outcome.is_ok());
+    }
+}

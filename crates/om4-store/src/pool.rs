@@ -12,13 +12,24 @@ pub struct ReadPool {
 }
 
 impl ReadPool {
+    /// The most threads a pool may have: far more reads in flight than any file system serves
+    /// better, and few enough to start in a moment.
+    pub const MAX_THREADS: usize = 1024;
+
     /// A pool of `max_concurrent_reads` threads named `om4-read-N`.
     ///
     /// # Errors
-    /// [`Error::Pool`] for zero threads or when the threads cannot be spawned.
+    /// [`Error::Pool`] for zero threads or more than [`ReadPool::MAX_THREADS`], or when the
+    /// threads cannot be spawned.
     pub fn new(max_concurrent_reads: usize) -> Result<Self> {
         if max_concurrent_reads == 0 {
             return Err(Error::Pool { threads: 0, source: "max_concurrent_reads must be at least 1".into() });
+        }
+        if max_concurrent_reads > Self::MAX_THREADS {
+            return Err(Error::Pool {
+                threads: max_concurrent_reads,
+                source: format!("max_concurrent_reads must be at most {}", Self::MAX_THREADS).into(),
+            });
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(max_concurrent_reads)

@@ -251,6 +251,7 @@ fn request_errors_are_errors_not_panics() {
         Err(Error::Request { .. })
     ));
     assert!(matches!(ReadPool::new(0), Err(Error::Pool { .. })));
+    assert!(matches!(ReadPool::new(ReadPool::MAX_THREADS + 1), Err(Error::Pool { .. })));
     let empty: [&str; 0] = [];
     assert!(store.channels(&empty).is_err());
 }
