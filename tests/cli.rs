@@ -98,6 +98,13 @@ fn schedule_json_matches_library() {
     let sched = om4_batch::Schedule::training(3, 15, Some(om4_batch::Ddp { world_size: 2, rank: 1 })).unwrap();
     assert_eq!(got, sched.epoch(&space.groups(), 2));
     assert_eq!(om4(&["schedule", "--len", "3"]).status.code(), Some(1), "too short a selection is an error");
+    let huge = u64::MAX.to_string();
+    assert_eq!(om4(&["schedule", "--len", &huge]).status.code(), Some(1), "too many samples is an error, not a panic");
+    assert_eq!(
+        om4(&["schedule", "--len", "100", "--history", &huge]).status.code(),
+        Some(1),
+        "so is too long a window"
+    );
 }
 
 #[test]

@@ -33,10 +33,15 @@ impl SampleSpace {
         Self::default()
     }
 
+    /// The most samples a space holds: an epoch lists every sample index, so this bounds its
+    /// memory (2 GiB of indices), far above any OM4 record (4,745 five-day steps).
+    pub const MAX_SAMPLES: usize = 1 << 28;
+
     /// A space holding one dataset of `time_len` positions read with `spec`.
     ///
     /// # Errors
-    /// [`Error::TooShort`] when the selection holds no window.
+    /// [`Error::TooShort`] when the selection holds no window; [`Error::InvalidConfig`] past
+    /// [`SampleSpace::MAX_SAMPLES`].
     pub fn single(spec: WindowSpec, time_len: usize) -> Result<Self> {
         let mut space = Self::new();
         space.push(spec, time_len, 0)?;
@@ -46,9 +51,20 @@ impl SampleSpace {
     /// Appends a dataset. Datasets with the same `group` key (same grid) are batched together.
     ///
     /// # Errors
-    /// [`Error::TooShort`] when the selection holds no window.
+    /// [`Error::TooShort`] when the selection holds no window; [`Error::InvalidConfig`] when the
+    /// space would hold more than [`SampleSpace::MAX_SAMPLES`] samples.
     pub fn push(&mut self, spec: WindowSpec, time_len: usize, group: u64) -> Result<()> {
         let count = spec.require_samples(time_len)?;
+        if count > Self::MAX_SAMPLES - self.len {
+            return Err(Error::InvalidConfig {
+                field: "time_len",
+                reason: format!(
+                    "{} samples in all; om4 lists at most {} per epoch",
+                    self.len as u128 + count as u128,
+                    Self::MAX_SAMPLES
+                ),
+            });
+        }
         self.parts.push(Part { spec, offset: self.len, count, group });
         self.len += count;
         Ok(())
