@@ -168,14 +168,31 @@ impl<S: BatchSource> Loader<S> {
     /// # Errors
     /// [`Error::Spawn`] when a loader thread cannot be started.
     pub fn epoch(&self, epoch: u64) -> Result<EpochIter> {
+        self.epoch_from(epoch, 0)
+    }
+
+    /// Starts epoch `epoch` at batch `first_batch` (0-based), as a run resumed mid-epoch needs:
+    /// the batches before it are skipped without being read, and the rest are exactly the ones
+    /// [`epoch`](Self::epoch) yields after them.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `first_batch` is past the end of the epoch ([`len`](Self::len)
+    /// itself gives an empty epoch); [`Error::Spawn`] when a loader thread cannot be started.
+    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<EpochIter> {
         let batches = self.schedule.epoch(&self.space.groups(), epoch);
-        let total = batches.len();
+        if first_batch > batches.len() {
+            return Err(Error::Config {
+                field: "first_batch",
+                reason: format!("batch {first_batch} is past the end of an epoch of {}", batches.len()),
+            });
+        }
+        let total = batches.len() - first_batch;
         let depth = self.config.prefetch_batches;
         let grid = self.source.grid();
         let source = Arc::clone(&self.source);
         let space = self.space.clone();
         let buffers = self.buffers.clone();
-        let mut batches = batches.into_iter().enumerate();
+        let mut batches = batches.into_iter().enumerate().skip(first_batch);
         // Reads the next batch of the schedule; a panic becomes an error naming the batch.
         let mut produce = move || -> Option<Result<Ready>> {
             let (k, indices) = batches.next()?;
@@ -188,6 +205,7 @@ impl<S: BatchSource> Loader<S> {
         let mut iter = EpochIter {
             feed: Feed::Closed,
             threads: Vec::new(),
+            first: first_batch,
             total,
             remaining: total,
             finished: false,
@@ -220,9 +238,10 @@ impl<S: BatchSource> Loader<S> {
                 .name("om4-upload".into())
                 .spawn(move || {
                     for (k, item) in host_rx.into_iter().enumerate() {
+                        let batch = first_batch + k;
                         let item = item.and_then(|r| match r {
                             Ready::Host(h) => catch_unwind(AssertUnwindSafe(|| to_device(h, &preps, grid, &device)))
-                                .map_err(|panic| Error::ProducerPanic { batch: k, message: panic_message(&*panic) })
+                                .map_err(|panic| Error::ProducerPanic { batch, message: panic_message(&*panic) })
                                 .flatten()
                                 .map(Ready::Device),
                             device_ready => Ok(device_ready),
@@ -296,6 +315,8 @@ enum Feed {
 pub struct EpochIter {
     feed: Feed,
     threads: Vec<JoinHandle<()>>,
+    /// Batch number (in the epoch) of the first batch yielded.
+    first: usize,
     total: usize,
     remaining: usize,
     finished: bool,
@@ -359,7 +380,7 @@ impl Iterator for EpochIter {
                 // like a short epoch.
                 (self.remaining > 0).then(|| {
                     Err(Error::ProducerPanic {
-                        batch: self.total - self.remaining,
+                        batch: self.first + self.total - self.remaining,
                         message: "a loader thread ended before the epoch did".into(),
                     })
                 })

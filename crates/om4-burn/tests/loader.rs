@@ -272,3 +272,38 @@ fn mismatched_statistics_are_an_error_not_a_panic_or_a_short_epoch() {
         assert_eq!(loader.buffers().leased(), 0);
     }
 }
+
+#[test]
+fn resuming_mid_epoch_yields_the_rest_exactly() {
+    let f = fixture(false);
+    let src = source(&f);
+    let space = SampleSpace::single(WindowSpec::new(1, 2, 1).unwrap(), src.time_len()).unwrap();
+    let schedule = Schedule::training(2, 5, None).unwrap();
+    for prefetch in [0, 2] {
+        let config = LoaderConfig { prefetch_batches: prefetch, ..LoaderConfig::default() };
+        let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
+        let n = loader.len();
+        assert!(n >= 3);
+        let whole: Vec<_> = loader.epoch(4).unwrap().map(Result::unwrap).collect();
+        for first in [1, n - 1, n] {
+            let rest: Vec<_> = loader.epoch_from(4, first).unwrap().map(Result::unwrap).collect();
+            assert_eq!(rest.len(), n - first);
+            for (a, b) in whole[first..].iter().zip(&rest) {
+                assert_eq!(a.samples, b.samples);
+                for (sa, sb) in a.batch.steps.iter().zip(&b.batch.steps) {
+                    assert_eq!(bits(&tensor_values(sa.input.clone())), bits(&tensor_values(sb.input.clone())));
+                    assert_eq!(bits(&tensor_values(sa.label.clone())), bits(&tensor_values(sb.label.clone())));
+                }
+            }
+        }
+        match loader.epoch_from(4, n + 1) {
+            Err(Error::Config { field, .. }) => assert_eq!(field, "first_batch"),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+    // Errors name the batch's number in the whole epoch.
+    let (loader, _fixture) = faulty_loader(Some(1), true, 2, true);
+    let mut it = loader.epoch_from(1, 2).unwrap();
+    assert!(it.next().unwrap().is_ok());
+    assert!(matches!(it.next(), Some(Err(Error::ProducerPanic { batch: 3, .. }))));
+}
