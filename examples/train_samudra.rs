@@ -45,6 +45,10 @@ struct Args {
     /// Save a checkpoint here after every epoch.
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
+    /// Also checkpoint inside each epoch, every N optimizer steps (needs --checkpoint-dir); a
+    /// run resumed from such a checkpoint continues with the epoch's next batch.
+    #[arg(long, value_name = "N")]
+    checkpoint_every: Option<usize>,
     /// Resume from --checkpoint-dir.
     #[arg(long)]
     resume: bool,
@@ -217,10 +221,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     #[cfg(not(feature = "cuda"))]
     let staging = om4_burn::BufferPool::new();
     let mut trainer = Trainer::with_staging(config.clone(), model, &source, device(&args.device)?, staging)?;
+    if let Some(every) = args.checkpoint_every {
+        let dir = args.checkpoint_dir.as_ref().ok_or("--checkpoint-every needs --checkpoint-dir")?;
+        trainer.checkpoint_every(dir, every)?;
+    }
     if args.resume {
         let dir = args.checkpoint_dir.as_ref().ok_or("--resume needs --checkpoint-dir")?;
         trainer.resume(dir)?;
-        println!("resumed from {} at epoch {}", dir.display(), trainer.next_epoch());
+        let (epoch, done) = trainer.resume_point();
+        println!("resumed from {} at epoch {epoch}, batch {}", dir.display(), done + 1);
     }
     println!(
         "training {model_name} on {} ({} prognostic + {} boundary channels, {}×{}), hist {}, steps {}, batch {}, {} batches/epoch",

@@ -5,7 +5,8 @@
 //! channel (prediction and target masked, mean over all cells), summed over steps, then averaged
 //! over channels. Adam (ε = 1e-8) with gradient-norm clipping at 1.0, a cosine learning rate per
 //! epoch, gradient accumulation, an EMA of the weights (0.999 with warm-up) used for validation
-//! (`steps = 1`), and checkpoints that resume exactly.
+//! (`steps = 1`), and checkpoints that resume exactly, also from inside an epoch; a checkpoint is
+//! replaced atomically (weights first, then the `state.json` that names them).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -313,13 +314,43 @@ impl DynamicLoss {
     }
 }
 
+/// `state.json`: what a checkpoint holds besides the weights, and which weight files are its own.
 #[derive(Debug, Serialize, Deserialize)]
 struct State {
+    /// The last completed epoch.
     epoch: usize,
     ema_updates: u64,
     loss_weights: Option<DynamicLoss>,
     config: TrainConfig,
     model: SamudraConfig,
+    /// The weight files are `model-{generation}.bpk` (and `ema`, `optim`); 0 names `model.bpk`.
+    #[serde(default)]
+    generation: u64,
+    /// Set when the checkpoint was written inside an epoch.
+    #[serde(default)]
+    progress: Option<Progress>,
+}
+
+/// How far an epoch had got when a checkpoint was written inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Progress {
+    /// The epoch in progress.
+    epoch: usize,
+    /// Its batches already trained on.
+    batches: usize,
+    /// Their summed loss and their samples, for the epoch's report.
+    loss_sum: f64,
+    samples: usize,
+}
+
+/// A checkpoint's weight file `name` of `generation`.
+fn weight_file(name: &str, generation: u64) -> String {
+    if generation == 0 { format!("{name}.bpk") } else { format!("{name}-{generation}.bpk") }
+}
+
+/// Flushes a written file (or directory) to disk.
+fn sync(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
 }
 
 /// A training run: model, optimizer, EMA and data.
@@ -339,6 +370,10 @@ pub struct Trainer {
     prognostic_inputs: usize,
     next_epoch: usize,
     dynamic: Option<DynamicLoss>,
+    /// Where and how often (in optimizer steps) to checkpoint inside an epoch.
+    checkpoint: Option<(PathBuf, usize)>,
+    /// Where a resumed run picks up inside its epoch.
+    resume_at: Option<Progress>,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -433,7 +468,29 @@ impl Trainer {
             prognostic_inputs: states * c_prog,
             next_epoch: 1,
             dynamic,
+            checkpoint: None,
+            resume_at: None,
         })
+    }
+
+    /// Also checkpoints into `dir` inside each epoch, after every `every_steps` optimizer steps
+    /// (the same files [`save`](Self::save) writes; [`resume`](Self::resume) then continues
+    /// from the next batch of that epoch, exactly as if the run had not stopped).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `every_steps` is zero.
+    pub fn checkpoint_every(&mut self, dir: impl Into<PathBuf>, every_steps: usize) -> Result<()> {
+        if every_steps == 0 {
+            return Err(Error::Config { field: "checkpoint_every", reason: "must be at least 1 step".into() });
+        }
+        self.checkpoint = Some((dir.into(), every_steps));
+        Ok(())
+    }
+
+    /// Where the next [`run_epoch`](Self::run_epoch) starts: `(epoch, batches already done)`;
+    /// the second is non-zero after resuming from a checkpoint written inside an epoch.
+    pub fn resume_point(&self) -> (usize, usize) {
+        (self.next_epoch, self.resume_at.map_or(0, |p| p.batches))
     }
 
     /// The model being trained.
@@ -480,9 +537,16 @@ impl Trainer {
         let total = self.train.len();
         let mut accum = GradientsAccumulator::new();
         let mut pending = 0;
-        let (mut loss_sum, mut samples, mut telemetry) = (0.0f64, 0usize, Vec::with_capacity(total));
+        // A run resumed inside this epoch starts after the batches its checkpoint had done.
+        let start = self.resume_at.take().filter(|p| p.epoch == epoch);
+        let first = start.map_or(0, |p| p.batches);
+        let (mut loss_sum, mut samples) = start.map_or((0.0f64, 0usize), |p| (p.loss_sum, p.samples));
+        let samples_before = samples;
+        let mut telemetry = Vec::with_capacity(total - first.min(total));
         let micro = self.config.grad_accumulation;
-        for (k, batch) in self.train.epoch(epoch as u64)?.enumerate() {
+        let mut optimizer_steps = 0usize;
+        for (k, batch) in self.train.epoch_from(epoch as u64, first)?.enumerate() {
+            let k = first + k;
             let batch = batch?;
             let masked = Masked { model: &self.model, land: self.land.clone() };
             let per_channel = rollout_loss(&masked, &batch.batch, &self.label_mask, self.prognostic_inputs);
@@ -508,10 +572,12 @@ impl Trainer {
             }
             accum.accumulate(&self.model, grads);
             pending += 1;
-            if pending == micro || k + 1 == total {
+            let stepped = pending == micro || k + 1 == total;
+            if stepped {
                 self.model = self.optim.step(lr, self.model.clone(), accum.grads());
                 self.ema.update(&self.model);
                 pending = 0;
+                optimizer_steps += 1;
             }
             if self.dynamic.is_some() {
                 self.update_loss_weights(&batch.batch);
@@ -520,7 +586,17 @@ impl Trainer {
             samples += batch.samples.len();
             telemetry.push(batch.telemetry);
             on_batch(k + 1, total, loss_sum / (k + 1) as f64, &batch.telemetry);
+            // Inside the epoch, right after an optimizer step (nothing accumulated is lost).
+            if let Some((dir, every)) = &self.checkpoint
+                && stepped
+                && optimizer_steps.is_multiple_of(*every)
+                && k + 1 < total
+            {
+                let progress = Progress { epoch, batches: k + 1, loss_sum, samples };
+                self.write_checkpoint(dir, Some(progress))?;
+            }
         }
+        let done = first + telemetry.len();
         let train_wall = t0.elapsed();
         let ema = self.ema.model().clone();
         let (mut val_sum, mut val_n) = (0.0f64, 0usize);
@@ -533,9 +609,10 @@ impl Trainer {
         self.next_epoch += 1;
         Ok(EpochReport {
             epoch,
-            train_loss: loss_sum / telemetry.len().max(1) as f64,
+            train_loss: loss_sum / done.max(1) as f64,
             val_loss: if val_n == 0 { f64::NAN } else { val_sum / val_n as f64 },
-            samples_per_s: samples as f64 / train_wall.as_secs_f64(),
+            // This call's samples only: a resumed epoch's earlier ones took no time here.
+            samples_per_s: (samples - samples_before) as f64 / train_wall.as_secs_f64(),
             wait_p50: summary.wait.p50,
             wait_p95: summary.wait.p95,
             wait_share: summary.wait.total.as_secs_f64() / train_wall.as_secs_f64(),
@@ -566,37 +643,70 @@ impl Trainer {
         self.dynamic.as_ref()
     }
 
-    /// Saves model, EMA, optimizer and progress under `dir`.
+    /// Saves model, EMA, optimizer and progress under `dir`, as of the end of the last epoch run.
+    ///
+    /// The weights go to new files first and `state.json`, which names them, is replaced
+    /// atomically last: a run killed while saving leaves the previous checkpoint whole.
     ///
     /// # Errors
     /// [`Error::Checkpoint`] when a file cannot be written.
     pub fn save(&self, dir: &Path) -> Result<()> {
+        self.write_checkpoint(dir, None)
+    }
+
+    fn write_checkpoint(&self, dir: &Path, progress: Option<Progress>) -> Result<()> {
         let err = |path: &Path, reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
         std::fs::create_dir_all(dir).map_err(|e| err(dir, e.to_string()))?;
-        self.model
-            .clone()
-            .into_record()
-            .save(dir.join("model.bpk"))
-            .map_err(|e| err(&dir.join("model.bpk"), e.to_string()))?;
-        self.ema
-            .model()
-            .clone()
-            .into_record()
-            .save(dir.join("ema.bpk"))
-            .map_err(|e| err(&dir.join("ema.bpk"), e.to_string()))?;
-        self.optim.save(dir.join("optim.bpk")).map_err(|e| err(&dir.join("optim.bpk"), e.to_string()))?;
+        // The next generation after the one the directory holds (if it holds a readable one).
+        let previous = std::fs::read_to_string(dir.join("state.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<State>(&text).ok())
+            .map(|s| s.generation);
+        let generation = previous.map_or(1, |g| g + 1);
+        let path = |name: &str| dir.join(weight_file(name, generation));
+        let written = |p: PathBuf, r: std::result::Result<(), String>| {
+            r.and_then(|()| sync(&p).map_err(|e| e.to_string())).map_err(|e| err(&p, e))
+        };
+        written(path("model"), self.model.clone().into_record().save(path("model")).map_err(|e| e.to_string()))?;
+        written(path("ema"), self.ema.model().clone().into_record().save(path("ema")).map_err(|e| e.to_string()))?;
+        written(path("optim"), self.optim.save(path("optim")).map_err(|e| e.to_string()))?;
         let state = State {
             epoch: self.next_epoch - 1,
             ema_updates: self.ema.updates,
             loss_weights: self.dynamic.clone(),
             config: self.config.clone(),
             model: self.model_config.clone(),
+            generation,
+            progress,
         };
         let text = serde_json::to_string_pretty(&state).map_err(|e| err(dir, e.to_string()))?;
-        std::fs::write(dir.join("state.json"), text).map_err(|e| err(&dir.join("state.json"), e.to_string()))
+        let (tmp, target) = (dir.join("state.json.tmp"), dir.join("state.json"));
+        written(tmp.clone(), std::fs::write(&tmp, text).map_err(|e| e.to_string()))?;
+        std::fs::rename(&tmp, &target).map_err(|e| err(&target, e.to_string()))?;
+        sync(dir).map_err(|e| err(dir, e.to_string()))?;
+        // Only now are the older generations' files unreferenced.
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let keep: Vec<String> = ["model", "ema", "optim"].iter().map(|n| weight_file(n, generation)).collect();
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let ours = ["model", "ema", "optim"].iter().any(|n| {
+                    name == format!("{n}.bpk")
+                        || name
+                            .strip_prefix(&format!("{n}-"))
+                            .and_then(|r| r.strip_suffix(".bpk"))
+                            .is_some_and(|g| g.parse::<u64>().is_ok())
+                });
+                if ours && !keep.contains(&name) {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        Ok(())
     }
 
-    /// Restores a checkpoint written by [`save`](Self::save); training continues with the next epoch.
+    /// Restores a checkpoint written by [`save`](Self::save) (training continues with the next
+    /// epoch) or inside an epoch by [`checkpoint_every`](Self::checkpoint_every) (training
+    /// continues with that epoch's next batch).
     ///
     /// # Errors
     /// [`Error::Checkpoint`] for missing or mismatched files.
@@ -608,14 +718,27 @@ impl Trainer {
         if state.model != self.model_config {
             return Err(err(dir, "the checkpoint was written for another architecture".into()));
         }
-        let load = |name: &str| ModuleRecord::load(dir.join(name)).map_err(|e| err(&dir.join(name), e.to_string()));
-        self.model = self.model.clone().load_record(load("model.bpk")?);
-        let ema = self.ema.model().clone().load_record(load("ema.bpk")?);
+        let file = |name: &str| dir.join(weight_file(name, state.generation));
+        let load = |name: &str| ModuleRecord::load(file(name)).map_err(|e| err(&file(name), e.to_string()));
+        self.model = self.model.clone().load_record(load("model")?);
+        let ema = self.ema.model().clone().load_record(load("ema")?);
         self.ema = Ema { model: ema, decay: self.config.ema_decay, updates: state.ema_updates };
-        self.optim =
-            self.optim.clone().load(dir.join("optim.bpk")).map_err(|e| err(&dir.join("optim.bpk"), e.to_string()))?;
+        self.optim = self.optim.clone().load(file("optim")).map_err(|e| err(&file("optim"), e.to_string()))?;
+        // A batch number means something only in the same epoch schedule.
+        let schedule = |c: &TrainConfig| {
+            (c.batch_size, c.rand_seed, c.hist, c.steps, c.data_stride, c.grad_accumulation, c.train_time.clone())
+        };
+        if state.progress.is_some() && schedule(&state.config) != schedule(&self.config) {
+            return Err(err(
+                dir,
+                "written inside an epoch: resuming it needs the same batch size, seed, window, gradient \
+                 accumulation and training split"
+                    .into(),
+            ));
+        }
         self.dynamic = state.loss_weights;
         self.next_epoch = state.epoch + 1;
+        self.resume_at = state.progress.filter(|p| p.epoch == self.next_epoch);
         Ok(())
     }
 

@@ -147,3 +147,63 @@ fn rollout_feeds_predictions_back_with_true_boundaries() {
     let l = rollout_loss(&Masked { model: &model, land }, &batch, &mask, prog);
     assert!(l.into_data().try_to_vec::<f32>().unwrap().iter().all(|v| v.is_finite()));
 }
+
+#[test]
+fn a_run_resumed_inside_an_epoch_ends_where_the_uninterrupted_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = source(dir.path());
+    let config = TrainConfig {
+        epochs: 2,
+        learning_rate: 3e-3,
+        batch_size: 2,
+        steps: 1,
+        grad_accumulation: 2,
+        train_time: (None, Some("1958-04-01".into())),
+        val_time: (Some("1958-03-01".into()), None),
+        ..TrainConfig::default()
+    };
+    let model = SamudraConfig::tiny();
+    let ckpt = dir.path().join("ckpt");
+    // The whole run checkpoints after every optimizer step; the last one inside epoch 2 is what
+    // a run killed there would have left.
+    let mut whole = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
+    let total = whole.train_batches();
+    assert!(total >= 5, "{total} batches: too few to stop inside the epoch");
+    whole.checkpoint_every(&ckpt, 1).unwrap();
+    whole.run_epoch(|_, _, _, _| {}).unwrap();
+    let report = whole.run_epoch(|_, _, _, _| {}).unwrap();
+
+    let mut resumed = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
+    resumed.resume(&ckpt).unwrap();
+    let last_inside = (total - 1) / 2 * 2; // after the last full accumulation before the end
+    assert_eq!(resumed.resume_point(), (2, last_inside));
+    let mut seen = Vec::new();
+    let tail = resumed.run_epoch(|done, _, _, _| seen.push(done)).unwrap();
+    assert_eq!(seen, ((last_inside + 1)..=total).collect::<Vec<_>>(), "only the remaining batches");
+    assert_eq!(tail.train_loss.to_bits(), report.train_loss.to_bits(), "the epoch's mean loss");
+    let input = Tensor::<4>::from_data(
+        TensorData::new((0..24 * 16 * 32).map(|i| (i % 89) as f32 / 89.0).collect::<Vec<f32>>(), [1, 24, 16, 32]),
+        whole.device(),
+    );
+    let land = whole.land().clone();
+    for (a, b) in [(whole.ema(), resumed.ema()), (&whole.model().clone(), &resumed.model().clone())] {
+        assert_eq!(values(a.forward(input.clone(), land.clone())), values(b.forward(input.clone(), land.clone())));
+    }
+
+    // One generation of weight files at a time.
+    let mut files: Vec<String> =
+        std::fs::read_dir(&ckpt).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    files.sort();
+    assert_eq!(files.len(), 4, "{files:?}");
+    assert!(files.iter().any(|f| f == "state.json"));
+    // A save killed before it replaced state.json leaves the previous checkpoint whole.
+    std::fs::write(ckpt.join("model-999.bpk"), b"half written").unwrap();
+    let mut again = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
+    again.resume(&ckpt).unwrap();
+    assert_eq!(again.resume_point(), (2, last_inside));
+    // A batch number is meaningless under another schedule.
+    let other = TrainConfig { batch_size: 3, ..config };
+    let mut mismatched = Trainer::new(other, model, &src, Device::flex()).unwrap();
+    assert!(mismatched.resume(&ckpt).is_err());
+    assert!(whole.checkpoint_every(&ckpt, 0).is_err());
+}
