@@ -88,6 +88,11 @@ impl<S: BatchSource + std::fmt::Debug> Dataset<SampleItem> for Om4Dataset<S> {
 }
 
 /// Builds model batches on a device from [`SampleItem`]s.
+///
+/// Burn's `Batcher::batch` cannot return an error, so items are trusted: it panics on an item
+/// whose buffers do not match its plan, or on items of different window lengths in one batch.
+/// Items from [`Om4Dataset`] always match; the [`Loader`](crate::Loader) reports such problems
+/// as errors instead.
 #[derive(Debug, Clone)]
 pub struct Om4Batcher {
     preparations: Arc<Vec<om4_batch::Preparation>>,
