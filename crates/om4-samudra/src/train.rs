@@ -684,21 +684,11 @@ impl Trainer {
         written(tmp.clone(), std::fs::write(&tmp, text).map_err(|e| e.to_string()))?;
         std::fs::rename(&tmp, &target).map_err(|e| err(&target, e.to_string()))?;
         sync(dir).map_err(|e| err(dir, e.to_string()))?;
-        // Only now are the older generations' files unreferenced.
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            let keep: Vec<String> = ["model", "ema", "optim"].iter().map(|n| weight_file(n, generation)).collect();
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let ours = ["model", "ema", "optim"].iter().any(|n| {
-                    name == format!("{n}.bpk")
-                        || name
-                            .strip_prefix(&format!("{n}-"))
-                            .and_then(|r| r.strip_suffix(".bpk"))
-                            .is_some_and(|g| g.parse::<u64>().is_ok())
-                });
-                if ours && !keep.contains(&name) {
-                    let _ = std::fs::remove_file(entry.path());
-                }
+        // Only now are the previous generation's files unreferenced. (Files of a save killed
+        // before its rename carry the generation the next save writes again.)
+        if let Some(old) = previous.filter(|&g| g != generation) {
+            for name in ["model", "ema", "optim"] {
+                let _ = std::fs::remove_file(dir.join(weight_file(name, old)));
             }
         }
         Ok(())
@@ -718,12 +708,6 @@ impl Trainer {
         if state.model != self.model_config {
             return Err(err(dir, "the checkpoint was written for another architecture".into()));
         }
-        let file = |name: &str| dir.join(weight_file(name, state.generation));
-        let load = |name: &str| ModuleRecord::load(file(name)).map_err(|e| err(&file(name), e.to_string()));
-        self.model = self.model.clone().load_record(load("model")?);
-        let ema = self.ema.model().clone().load_record(load("ema")?);
-        self.ema = Ema { model: ema, decay: self.config.ema_decay, updates: state.ema_updates };
-        self.optim = self.optim.clone().load(file("optim")).map_err(|e| err(&file("optim"), e.to_string()))?;
         // A batch number means something only in the same epoch schedule.
         let schedule = |c: &TrainConfig| {
             (c.batch_size, c.rand_seed, c.hist, c.steps, c.data_stride, c.grad_accumulation, c.train_time.clone())
@@ -736,6 +720,15 @@ impl Trainer {
                     .into(),
             ));
         }
+        let file = |name: &str| dir.join(weight_file(name, state.generation));
+        let load = |name: &str| ModuleRecord::load(file(name)).map_err(|e| err(&file(name), e.to_string()));
+        // Everything is read before anything is replaced: a failed resume leaves the trainer as it was.
+        let model = self.model.clone().load_record(load("model")?);
+        let ema = self.ema.model().clone().load_record(load("ema")?);
+        let optim = self.optim.clone().load(file("optim")).map_err(|e| err(&file("optim"), e.to_string()))?;
+        self.model = model;
+        self.ema = Ema { model: ema, decay: self.config.ema_decay, updates: state.ema_updates };
+        self.optim = optim;
         self.dynamic = state.loss_weights;
         self.next_epoch = state.epoch + 1;
         self.resume_at = state.progress.filter(|p| p.epoch == self.next_epoch);
