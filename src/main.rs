@@ -186,10 +186,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Every channel's validation problem, by trying each channel alone.
-fn problems(store: &Om4Store, channels: &[String]) -> Vec<String> {
-    let mut out: Vec<String> =
-        channels.iter().filter_map(|c| store.channels(&[c]).err().map(|e| e.to_string())).collect();
+/// Every channel's validation problem, by trying each channel alone; with `all`, also every array
+/// whose metadata om4 cannot use (no channel name reaches those).
+fn problems(store: &Om4Store, channels: &[String], all: bool) -> Vec<String> {
+    let mut out: Vec<String> = if all {
+        store.broken_arrays().iter().map(|(name, reason)| format!("array {name:?}: {reason}")).collect()
+    } else {
+        Vec::new()
+    };
+    out.extend(channels.iter().filter_map(|c| store.channels(&[c]).err().map(|e| e.to_string())));
     if out.is_empty()
         && !channels.is_empty()
         && let Err(e) = store.channels(channels)
@@ -202,7 +207,7 @@ fn problems(store: &Om4Store, channels: &[String]) -> Vec<String> {
 fn inspect(path: &Path, as_json: bool) -> Result<()> {
     let store = Om4Store::open(path)?;
     let channels = store.channel_names();
-    let problems = problems(&store, &channels);
+    let problems = problems(&store, &channels, true);
     let arrays = store.arrays();
     let data: Vec<_> = arrays.values().filter(|a| a.shape.len() >= 3).collect();
     let mut formats: Vec<String> = arrays.values().map(|a| format!("{:?}", a.format).to_lowercase()).collect();
@@ -281,8 +286,9 @@ fn abbreviate(names: &[String]) -> String {
 
 fn validate(path: &Path, channels: &[String]) -> Result<ExitCode> {
     let store = Om4Store::open(path)?;
-    let channels = if channels.is_empty() { store.channel_names() } else { channels.to_vec() };
-    let problems = problems(&store, &channels);
+    let all = channels.is_empty();
+    let channels = if all { store.channel_names() } else { channels.to_vec() };
+    let problems = problems(&store, &channels, all);
     if problems.is_empty() {
         println!("ok: {} channels readable", channels.len());
         Ok(ExitCode::SUCCESS)

@@ -40,6 +40,30 @@ fn inspect_validate_dump() {
     assert!(report["problems"].as_array().unwrap().is_empty());
 
     assert!(om4(&["validate", &store, "--channels", "thetao_2,zos"]).status.success());
+    // An array with unusable metadata: listed by inspect and a whole-store validate, refused
+    // when asked for, and no obstacle to the other channels.
+    let root = std::path::Path::new(&store);
+    let (meta, key) = if root.join(".zmetadata").is_file() {
+        (root.join(".zmetadata"), "/metadata/so_1~1.zarray/chunks/0")
+    } else {
+        (root.join("so_1").join(".zarray"), "/chunks/0")
+    };
+    let pristine = std::fs::read_to_string(&meta).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&pristine).unwrap();
+    *doc.pointer_mut(key).unwrap() = serde_json::json!(0);
+    std::fs::write(&meta, doc.to_string()).unwrap();
+    let out = om4(&["inspect", &store, "--json"]);
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = report["problems"].as_array().unwrap();
+    assert!(
+        problems.iter().any(|p| p.as_str().unwrap().contains("so_1") && p.as_str().unwrap().contains("zero extent")),
+        "{problems:?}"
+    );
+    assert_eq!(om4(&["validate", &store]).status.code(), Some(1));
+    assert_eq!(om4(&["validate", &store, "--channels", "so_1"]).status.code(), Some(1));
+    assert!(om4(&["validate", &store, "--channels", "thetao_2,zos"]).status.success());
+    std::fs::write(&meta, pristine).unwrap();
     let bad = om4(&["validate", &store, "--channels", "thetao_2,hfds_anomalies"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("derived"));

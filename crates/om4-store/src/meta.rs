@@ -124,14 +124,32 @@ impl ArrayInfo {
     }
 }
 
-/// Reads every array's metadata under `root` (one level deep), through `.zmetadata` when present.
-pub(crate) fn discover(root: &Path) -> Result<BTreeMap<String, ArrayInfo>> {
+/// Every array under `root` (one level deep), through `.zmetadata` when present: the arrays whose
+/// metadata om4 understands, and the others with the reason (an array is refused when it is
+/// asked for, so one bad array does not make the rest of the store unreadable).
+pub(crate) struct Discovered {
+    pub(crate) arrays: BTreeMap<String, ArrayInfo>,
+    pub(crate) broken: BTreeMap<String, String>,
+}
+
+pub(crate) fn discover(root: &Path) -> Result<Discovered> {
     let store_err = |reason: String| Error::Store { store: root.to_path_buf(), reason };
     if !root.is_dir() {
         return Err(store_err("not a directory".into()));
     }
     let consolidated = root.join(".zmetadata");
-    let mut arrays = BTreeMap::new();
+    let mut found = Discovered { arrays: BTreeMap::new(), broken: BTreeMap::new() };
+    let mut keep = |name: String, parsed: Result<ArrayInfo>| match parsed {
+        Ok(info) => {
+            found.arrays.insert(name, info);
+        }
+        Err(Error::Metadata { reason, .. }) => {
+            found.broken.insert(name, reason);
+        }
+        Err(e) => {
+            found.broken.insert(name, e.to_string());
+        }
+    };
     if consolidated.is_file() {
         let v = read_json(&consolidated).map_err(store_err)?;
         let entries = v
@@ -141,10 +159,10 @@ pub(crate) fn discover(root: &Path) -> Result<BTreeMap<String, ArrayInfo>> {
         for (key, meta) in entries {
             if let Some(name) = key.strip_suffix("/.zarray").filter(|n| !n.contains('/')) {
                 let attrs = entries.get(&format!("{name}/.zattrs")).cloned().unwrap_or(Value::Object(Map::new()));
-                arrays.insert(name.to_string(), parse_v2(root, name, meta, &attrs)?);
+                keep(name.to_string(), parse_v2(root, name, meta, &attrs));
             }
         }
-        return Ok(arrays);
+        return Ok(found);
     }
     let entries = std::fs::read_dir(root).map_err(|e| store_err(e.to_string()))?;
     for entry in entries {
@@ -158,25 +176,34 @@ pub(crate) fn discover(root: &Path) -> Result<BTreeMap<String, ArrayInfo>> {
         }
         let meta_err = |reason: String| Error::Metadata { store: root.to_path_buf(), array: name.clone(), reason };
         if dir.join(".zarray").is_file() {
-            let meta = read_json(&dir.join(".zarray")).map_err(meta_err)?;
             let attrs_path = dir.join(".zattrs");
-            let attrs = if attrs_path.is_file() {
-                read_json(&attrs_path).map_err(meta_err)?
-            } else {
-                Value::Object(Map::new())
-            };
-            arrays.insert(name.clone(), parse_v2(root, &name, &meta, &attrs)?);
+            let parsed = read_json(&dir.join(".zarray")).map_err(meta_err).and_then(|meta| {
+                let attrs = if attrs_path.is_file() {
+                    read_json(&attrs_path).map_err(meta_err)?
+                } else {
+                    Value::Object(Map::new())
+                };
+                parse_v2(root, &name, &meta, &attrs)
+            });
+            keep(name.clone(), parsed);
         } else if dir.join("zarr.json").is_file() {
-            let meta = read_json(&dir.join("zarr.json")).map_err(meta_err)?;
-            if meta.get("node_type").and_then(Value::as_str) == Some("array") {
-                arrays.insert(name.clone(), parse_v3(root, &name, &meta)?);
+            match read_json(&dir.join("zarr.json")).map_err(meta_err) {
+                Ok(meta) if meta.get("node_type").and_then(Value::as_str) == Some("array") => {
+                    keep(name.clone(), parse_v3(root, &name, &meta));
+                }
+                Ok(_) => {}
+                Err(e) => keep(name.clone(), Err(e)),
             }
         }
     }
-    if arrays.is_empty() && !root.join(".zgroup").is_file() && !root.join("zarr.json").is_file() {
+    if found.arrays.is_empty()
+        && found.broken.is_empty()
+        && !root.join(".zgroup").is_file()
+        && !root.join("zarr.json").is_file()
+    {
         return Err(store_err("no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)".into()));
     }
-    Ok(arrays)
+    Ok(found)
 }
 
 fn read_json(path: &Path) -> std::result::Result<Value, String> {

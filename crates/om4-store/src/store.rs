@@ -195,19 +195,29 @@ pub struct Om4Store {
     fs: zarr::Store,
     time: Option<TimeAxis>,
     lev: Option<Vec<f64>>,
+    /// Arrays whose metadata om4 cannot use, with the reason; refused when asked for.
+    broken: BTreeMap<String, String>,
 }
 
 impl Om4Store {
     /// Opens the store at `root`: reads all array metadata and the `time` and `lev` coordinates.
     ///
     /// # Errors
-    /// [`Error::Store`] when `root` is not a readable Zarr group, [`Error::Metadata`] for unparsable
-    /// metadata, [`Error::Time`] for a time axis that is not strictly increasing or has unknown units.
+    /// [`Error::Store`] when `root` is not a readable Zarr group, [`Error::Metadata`] for unusable
+    /// `time` or `lev` coordinate metadata, [`Error::Time`] for a time axis that is not strictly
+    /// increasing or has unknown units. Another array whose metadata om4 cannot use does not stop
+    /// the store from opening: it is listed by [`broken_arrays`](Self::broken_arrays) and is an
+    /// [`Error::Metadata`] when a channel asks for it.
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
-        let arrays = discover(&root)?;
+        let found = discover(&root)?;
         let fs = zarr::Store::open(&root).map_err(|e| Error::Store { store: root.clone(), reason: e.to_string() })?;
-        let mut store = Self { root, arrays, fs, time: None, lev: None };
+        let mut store = Self { root, arrays: found.arrays, fs, time: None, lev: None, broken: found.broken };
+        for coord in ["time", "lev"] {
+            if let Some(e) = store.broken_error(coord) {
+                return Err(e);
+            }
+        }
         if let Some(info) = store.arrays.get("time") {
             let raw = store.read_coord("time")?;
             let units = info.attr("units").and_then(Value::as_str).map(str::to_string);
@@ -305,6 +315,20 @@ impl Om4Store {
         names
     }
 
+    /// Arrays whose metadata om4 cannot use (name → reason). Asking for a channel they hold is an
+    /// [`Error::Metadata`] with that reason.
+    pub fn broken_arrays(&self) -> &BTreeMap<String, String> {
+        &self.broken
+    }
+
+    fn broken_error(&self, array: &str) -> Option<Error> {
+        self.broken.get(array).map(|reason| Error::Metadata {
+            store: self.root.clone(),
+            array: array.to_string(),
+            reason: reason.clone(),
+        })
+    }
+
     fn invalid(&self, array: &str, reason: impl Into<String>) -> Error {
         Error::Invalid { store: self.root.clone(), array: array.to_string(), reason: reason.into() }
     }
@@ -313,10 +337,16 @@ impl Om4Store {
     ///
     /// # Errors
     /// [`Error::DerivedChannel`] for a derived channel the store does not hold,
-    /// [`Error::UnknownChannel`] for a name it does not hold, [`Error::Invalid`] for a level out of range.
+    /// [`Error::UnknownChannel`] for a name it does not hold, [`Error::Invalid`] for a level out of
+    /// range, [`Error::Metadata`] for an array whose metadata om4 cannot use.
     pub fn resolve(&self, name: &str) -> Result<Channel> {
         let unknown =
             |reason: String| Error::UnknownChannel { store: self.root.clone(), channel: name.to_string(), reason };
+        for array in [Some(name), split_level(name).map(|(var, _)| var)].into_iter().flatten() {
+            if let Some(e) = self.broken_error(array) {
+                return Err(e);
+            }
+        }
         if let Some(info) = self.arrays.get(name)
             && info.shape.len() != 4
         {
@@ -731,6 +761,15 @@ impl Om4Store {
     fn mask_source(&self, k: usize, grid: Grid, channel: &str) -> Result<(String, usize)> {
         let plane = grid.plane();
         let flat = format!("mask_{k}");
+        // A broken mask_k, or (without a mask_k) a broken wetmask, is named as such.
+        let broken = match self.broken_error(&flat) {
+            Some(e) => Some(e),
+            None if !self.arrays.contains_key(&flat) => self.broken_error("wetmask"),
+            None => None,
+        };
+        if let Some(e) = broken {
+            return Err(e);
+        }
         if let Some(info) = self.arrays.get(&flat) {
             let n: u64 = info.shape.iter().product();
             let dims_ok = info.shape.len() >= 2 && info.shape[info.shape.len() - 2..] == [grid.y as u64, grid.x as u64];
@@ -799,6 +838,9 @@ impl StatsStore {
             None => vec![(ch.name.clone(), 0)],
         };
         for (name, index) in &candidates {
+            if let Some(e) = s.broken_error(name) {
+                return Err(e);
+            }
             let Some(info) = s.arrays.get(name) else {
                 continue;
             };

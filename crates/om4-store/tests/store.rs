@@ -422,7 +422,11 @@ fn absurd_chunking_is_a_metadata_error() {
         let dir = tempfile::tempdir().unwrap();
         let paths = make(dir.path(), &small(false));
         edit_json(&paths.data.join("so_1").join(".zarray"), |v| v["chunks"] = chunks.clone());
-        match Om4Store::open(&paths.data) {
+        // The rest of the store stays readable; the bad array is refused when asked for.
+        let store = Om4Store::open(&paths.data).unwrap();
+        assert!(store.broken_arrays()["so_1"].contains(expected), "{chunks}: {:?}", store.broken_arrays());
+        assert!(store.channels(&["so_0", "zos"]).is_ok());
+        match store.channels(&["so_0", "so_1"]) {
             Err(Error::Metadata { array, reason, .. }) => {
                 assert_eq!(array, "so_1");
                 assert!(reason.contains(expected), "{chunks}: {reason}");
@@ -430,6 +434,11 @@ fn absurd_chunking_is_a_metadata_error() {
             other => panic!("{chunks}: expected a metadata error, got {other:?}"),
         }
     }
+    // Unusable coordinates are another matter: nothing can be read without them.
+    let dir = tempfile::tempdir().unwrap();
+    let paths = make(dir.path(), &small(false));
+    edit_json(&paths.data.join("time").join(".zarray"), |v| v["chunks"] = serde_json::json!([0]));
+    assert!(matches!(Om4Store::open(&paths.data), Err(Error::Metadata { array, .. }) if array == "time"));
 }
 
 #[test]
