@@ -158,6 +158,7 @@ fn a_run_resumed_inside_an_epoch_ends_where_the_uninterrupted_run_does() {
         batch_size: 2,
         steps: 1,
         grad_accumulation: 2,
+        dynamic_loss_limit: Some(20.0),
         train_time: (None, Some("1958-04-01".into())),
         val_time: (Some("1958-03-01".into()), None),
         ..TrainConfig::default()
@@ -181,6 +182,7 @@ fn a_run_resumed_inside_an_epoch_ends_where_the_uninterrupted_run_does() {
     let tail = resumed.run_epoch(|done, _, _, _| seen.push(done)).unwrap();
     assert_eq!(seen, ((last_inside + 1)..=total).collect::<Vec<_>>(), "only the remaining batches");
     assert_eq!(tail.train_loss.to_bits(), report.train_loss.to_bits(), "the epoch's mean loss");
+    assert_eq!(resumed.loss_weights(), whole.loss_weights(), "the dynamic loss weights");
     let input = Tensor::<4>::from_data(
         TensorData::new((0..24 * 16 * 32).map(|i| (i % 89) as f32 / 89.0).collect::<Vec<f32>>(), [1, 24, 16, 32]),
         whole.device(),
