@@ -53,6 +53,31 @@ enum Command {
     },
     /// Write a synthetic OM4-like dataset (OM4.zarr, OM4_means.zarr, OM4_stds.zarr) under DIR.
     Synth(SynthArgs),
+    /// Compute normalization statistics the way Samudra's are made (per channel: mean and
+    /// population std over every ocean cell of every selected time step) and write
+    /// OM4_means.zarr and OM4_stds.zarr under --out.
+    Stats {
+        /// Store root.
+        store: PathBuf,
+        /// Output directory (OM4_means.zarr and OM4_stds.zarr in it are replaced).
+        #[arg(long)]
+        out: PathBuf,
+        /// Comma-separated channels (default: all).
+        #[arg(long, value_delimiter = ',')]
+        channels: Vec<String>,
+        /// First date of the time range (inclusive), e.g. 1958-01-01.
+        #[arg(long)]
+        start: Option<String>,
+        /// End date of the time range (exclusive).
+        #[arg(long)]
+        end: Option<String>,
+        /// Read threads (default: available cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -180,6 +205,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dump(&store, &channels, &times, &out).map(|()| ExitCode::SUCCESS)
         }
         Command::Synth(args) => synth(args).map(|()| ExitCode::SUCCESS),
+        Command::Stats { store, out, channels, start, end, threads, json } => {
+            stats(&store, &out, &channels, (start.as_deref(), end.as_deref()), threads, json)
+                .map(|()| ExitCode::SUCCESS)
+        }
         Command::Bench { what: BenchCommand::Read(args) } => bench::read(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench { what: BenchCommand::Batch(args) } => bench::batch(&args).map(|()| ExitCode::SUCCESS),
         Command::Schedule(args) => schedule(&args).map(|()| ExitCode::SUCCESS),
@@ -355,6 +384,58 @@ fn synth(a: SynthArgs) -> Result<()> {
     })?;
     bar.finish_and_clear();
     println!("wrote {}, {}, {}", paths.data.display(), paths.means.display(), paths.stds.display());
+    Ok(())
+}
+
+fn stats(
+    path: &Path,
+    out: &Path,
+    channels: &[String],
+    (start, end): (Option<&str>, Option<&str>),
+    threads: Option<usize>,
+    as_json: bool,
+) -> Result<()> {
+    let store = Om4Store::open(path)?;
+    let channels = if channels.is_empty() { store.channel_names() } else { channels.to_vec() };
+    let set = store.channels(&channels)?;
+    let sel = store.select(start, end)?;
+    if sel.is_empty() {
+        bail!("the time range holds no time step");
+    }
+    let pool = ReadPool::new(threads.unwrap_or_else(num_threads))?;
+    let bar = indicatif::ProgressBar::new(sel.len() as u64).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} reading time steps [{bar:30}] {pos}/{len} {elapsed} (eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let computed = om4_store::compute_statistics(&store, &pool, &set, &sel, |done, _| bar.set_position(done as u64))?;
+    bar.finish_and_clear();
+    if let Some((name, _)) = channels.iter().zip(&computed).find(|(_, s)| s.count == 0) {
+        bail!("channel {name} has no ocean cell in the selected time steps: no statistics to write");
+    }
+    for (name, s) in channels.iter().zip(&computed).filter(|(_, s)| s.std == 0.0) {
+        eprintln!("warning: channel {name} is constant ({}): its std is 0", s.mean);
+    }
+    let pairs: Vec<(f32, f32)> = computed.iter().map(|s| (s.mean as f32, s.std as f32)).collect();
+    let (means, stds) = om4_store::write_statistics(out, &channels, &pairs)?;
+    if as_json {
+        let rows: Vec<_> = channels
+            .iter()
+            .zip(&computed)
+            .map(|(c, s)| json!({"channel": c, "mean": s.mean, "std": s.std, "count": s.count}))
+            .collect();
+        println!("{}", json!({"time_steps": sel.len(), "means": means, "stds": stds, "channels": rows}));
+    } else {
+        println!(
+            "{} channels over {} time steps: wrote {} and {}",
+            channels.len(),
+            sel.len(),
+            means.display(),
+            stds.display()
+        );
+    }
     Ok(())
 }
 

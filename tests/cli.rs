@@ -171,3 +171,28 @@ fn bench_read_reports_json() {
     // The copy ceiling rewrites the window with its own bytes: the planes read are unchanged.
     assert_eq!(w["finite_checksum"], v["finite_checksum"]);
 }
+
+#[test]
+fn stats_writes_statistics_the_loader_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = synth(dir.path());
+    let out_dir = dir.path().join("recomputed");
+    let out = om4(&["stats", &store, "--out", out_dir.to_str().unwrap(), "--channels", "thetao_0,so_2,zos", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["time_steps"], 9);
+    let rows = v["channels"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    // The synthetic store's own statistics, through om4-store.
+    let s = om4_store::Om4Store::open(&store).unwrap();
+    let set = s.channels(&["thetao_0", "so_2", "zos"]).unwrap();
+    let means = om4_store::StatsStore::open(dir.path().join("OM4_means.zarr")).unwrap().values(&set).unwrap();
+    let recomputed = om4_store::StatsStore::open(out_dir.join("OM4_means.zarr")).unwrap().values(&set).unwrap();
+    for ((row, m), r) in rows.iter().zip(&means).zip(&recomputed) {
+        assert!((row["mean"].as_f64().unwrap() as f32 - m).abs() <= 1e-5 * m.abs().max(1.0), "{row} vs {m}");
+        assert_eq!(row["mean"].as_f64().unwrap() as f32, *r);
+        assert!(row["count"].as_u64().unwrap() > 0);
+    }
+    let empty = om4(&["stats", &store, "--out", out_dir.to_str().unwrap(), "--start", "2100-01-01"]);
+    assert_eq!(empty.status.code(), Some(1), "an empty time range is an error");
+}

@@ -41,6 +41,7 @@ mod direct;
 mod error;
 mod meta;
 mod pool;
+mod stats;
 mod store;
 mod synth;
 mod time;
@@ -49,9 +50,10 @@ mod zarr;
 pub use error::{BoxError, Error, Result};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
 pub use pool::ReadPool;
+pub use stats::{ChannelStats, compute_statistics};
 pub use store::{Channel, ChannelSet, Layout, Om4Store, ReadDecodeTimes, Selection, StatsStore};
 pub use synth::{
     DEPTH_VARS, DZ, LEV, SURFACE_VARS, SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, channel_names,
-    synthesize,
+    synthesize, write_statistics,
 };
 pub use time::{Calendar, Instant, TimeAxis, parse_date};

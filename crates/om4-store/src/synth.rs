@@ -360,6 +360,69 @@ impl Moments {
     }
 }
 
+/// One array of a statistics store: a 0-d scalar, or a `lev` vector of a compact variable.
+struct StatEntry {
+    name: String,
+    values: Vec<f32>,
+    per_level: bool,
+}
+
+/// Writes a statistics store (`OM4_means.zarr` or `OM4_stds.zarr`) at `path`, replacing it.
+fn write_stat_store(path: &Path, cfg: &SynthConfig, entries: &[StatEntry]) -> Result<()> {
+    let mut sw = Writer::new(path.to_path_buf(), cfg)?;
+    for e in entries {
+        let (shape, dims) = if e.per_level { (vec![e.values.len() as u64], vec!["lev"]) } else { (vec![], vec![]) };
+        let ranges: Vec<std::ops::Range<u64>> = shape.iter().map(|&n| 0..n).collect();
+        let spec = Spec {
+            name: e.name.clone(),
+            shape: shape.clone(),
+            chunks: shape,
+            dtype: "float32",
+            dims,
+            attrs: json!({}),
+            compressed: false,
+        };
+        sw.write(spec, |a| a.write(&ranges, Values::F32(&e.values)))?;
+    }
+    sw.finish()
+}
+
+/// Writes `OM4_means.zarr` and `OM4_stds.zarr` under `dir` (replacing them) in the published
+/// stores' form (Zarr v2, consolidated, uncompressed): a 0-d float32 array per channel.
+/// `stats[i]` is `(mean, std)` of `channels[i]`. Returns the two stores' paths.
+///
+/// # Errors
+/// [`Error::Request`] for mismatched lengths, a channel name that is not a plain array name, or a
+/// non-finite statistic; [`Error::Write`] when a file cannot be written.
+pub fn write_statistics(dir: &Path, channels: &[String], stats: &[(f32, f32)]) -> Result<(PathBuf, PathBuf)> {
+    let bad = |reason: String| Error::Request { reason };
+    if channels.len() != stats.len() {
+        return Err(bad(format!("{} channels but {} statistics", channels.len(), stats.len())));
+    }
+    if let Some(c) = channels.iter().find(|c| c.is_empty() || c.contains(['/', '\\', '.'])) {
+        return Err(bad(format!("{c:?} cannot name an array")));
+    }
+    if let Some((c, (m, s))) = channels.iter().zip(stats).find(|(_, (m, s))| !m.is_finite() || !s.is_finite()) {
+        return Err(bad(format!("{c}: mean {m}, std {s}: statistics must be finite")));
+    }
+    let paths = SynthPaths::under(dir);
+    let cfg =
+        SynthConfig { format: SynthFormat::V2, consolidated: true, codec: SynthCodec::None, ..SynthConfig::default() };
+    for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
+        let entries: Vec<StatEntry> = channels
+            .iter()
+            .zip(stats)
+            .map(|(c, &(m, s))| StatEntry {
+                name: c.clone(),
+                values: vec![if pick == 0 { m } else { s }],
+                per_level: false,
+            })
+            .collect();
+        write_stat_store(path, &cfg, &entries)?;
+    }
+    Ok((paths.means, paths.stds))
+}
+
 /// Writes `OM4.zarr`, `OM4_means.zarr` and `OM4_stds.zarr` under `dir` (replacing them), calling
 /// `progress(done, total)` after each array.
 ///
@@ -591,33 +654,18 @@ pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize,
 
     // Statistics stores: scalars per flat channel, `lev` vectors per compact variable.
     for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
-        let mut sw = Writer::new(path.clone(), cfg)?;
         let value = |m: &Moments| if pick == 0 { m.mean_std().0 } else { m.mean_std().1 };
-        // A 0-d array for one value, a `lev` vector for a compact variable's levels.
-        let write_stat = |sw: &mut Writer<'_>, name: &str, values: &[f32], per_level: bool| {
-            let (shape, dims) = if per_level { (vec![values.len() as u64], vec!["lev"]) } else { (vec![], vec![]) };
-            let ranges: Vec<std::ops::Range<u64>> = shape.iter().map(|&n| 0..n).collect();
-            let spec = Spec {
-                name: name.into(),
-                shape: shape.clone(),
-                chunks: shape,
-                dtype: "float32",
-                dims,
-                attrs: json!({}),
-                compressed: false,
-            };
-            sw.write(spec, |a| a.write(&ranges, Values::F32(values)))
-        };
+        let mut entries = Vec::new();
         for (channel, var, _, level, m) in &stats {
             // flat stores: a scalar per channel; compact stores: a scalar per level-free channel
             if cfg.layout == SynthLayout::Flat || level.is_none() {
-                write_stat(&mut sw, channel, &[value(m)], false)?;
+                entries.push(StatEntry { name: channel.clone(), values: vec![value(m)], per_level: false });
             } else if *level == Some(0) {
-                let v: Vec<f32> = stats.iter().filter(|s| s.1 == *var).map(|s| value(&s.4)).collect();
-                write_stat(&mut sw, var, &v, true)?;
+                let values = stats.iter().filter(|s| s.1 == *var).map(|s| value(&s.4)).collect();
+                entries.push(StatEntry { name: var.clone(), values, per_level: true });
             }
         }
-        sw.finish()?;
+        write_stat_store(path, cfg, &entries)?;
     }
     Ok(paths)
 }

@@ -1,0 +1,97 @@
+//! Normalization statistics computed from a store the way Samudra's are made: per channel, the
+//! mean and population standard deviation (ddof 0) over every ocean cell (the channel's land mask
+//! applied, NaN skipped) of every time step of a selection.
+
+use rayon::prelude::*;
+
+use crate::error::Result;
+use crate::pool::ReadPool;
+use crate::store::{ChannelSet, Om4Store, Selection};
+
+/// One channel's statistics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChannelStats {
+    /// Mean over the counted cells (NaN when none).
+    pub mean: f64,
+    /// Population standard deviation (ddof 0) over the counted cells (NaN when none).
+    pub std: f64,
+    /// Ocean cells counted, over all time steps.
+    pub count: u64,
+}
+
+/// Sums of `x − shift` and `(x − shift)²` (the shift, the channel's first counted value, keeps
+/// the variance free of cancellation for fields far from zero, such as salinity).
+#[derive(Debug, Clone, Copy, Default)]
+struct Sums {
+    shift: Option<f64>,
+    n: u64,
+    sum: f64,
+    sum_sq: f64,
+}
+
+impl Sums {
+    fn add(&mut self, x: f32) {
+        let x = f64::from(x);
+        let k = *self.shift.get_or_insert(x);
+        let d = x - k;
+        self.n += 1;
+        self.sum += d;
+        self.sum_sq += d * d;
+    }
+
+    fn finish(&self) -> ChannelStats {
+        let Some(k) = self.shift else { return ChannelStats { mean: f64::NAN, std: f64::NAN, count: 0 } };
+        let n = self.n as f64;
+        let mean_d = self.sum / n;
+        let var = (self.sum_sq / n - mean_d * mean_d).max(0.0);
+        ChannelStats { mean: k + mean_d, std: var.sqrt(), count: self.n }
+    }
+}
+
+/// Values of one read block: at most this many, so a block's buffer stays near 64 MB.
+const BLOCK_VALUES: usize = 16 << 20;
+
+/// The statistics of every channel of `set` over the time positions of `selection`, reading
+/// blocks of time steps on `pool` and calling `progress(done, total)` with time steps done.
+/// Each channel's sums run over times and cells in order, so the result does not depend on the
+/// pool's size.
+///
+/// # Errors
+/// Whatever loading the masks or reading a plane returns.
+pub fn compute_statistics(
+    store: &Om4Store,
+    pool: &ReadPool,
+    set: &ChannelSet,
+    selection: &Selection,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Vec<ChannelStats>> {
+    let masks = store.masks(set)?;
+    let (channels, plane, total) = (set.len(), set.grid().plane(), selection.len());
+    let block = (BLOCK_VALUES / (channels * plane).max(1)).clamp(1, total.max(1));
+    let mut sums = vec![Sums::default(); channels];
+    let mut buf = Vec::new();
+    let mut t0 = 0;
+    while t0 < total {
+        let t1 = (t0 + block).min(total);
+        let positions: Vec<usize> = (t0..t1).collect();
+        buf.resize(positions.len() * channels * plane, 0.0);
+        store.read_into(pool, set, selection, &positions, &mut buf)?;
+        let data = &buf;
+        pool.install(|| {
+            sums.par_iter_mut().enumerate().for_each(|(c, acc)| {
+                let wet = masks.channel(c);
+                for t in 0..positions.len() {
+                    let values = &data[(t * channels + c) * plane..][..plane];
+                    for (&x, &w) in values.iter().zip(wet) {
+                        if w && !x.is_nan() {
+                            acc.add(x);
+                        }
+                    }
+                }
+            });
+        });
+        progress(t1, total);
+        t0 = t1;
+    }
+    Ok(sums.iter().map(Sums::finish).collect())
+}
