@@ -10,8 +10,13 @@
 //! - [`Om4Store`]: open once; [`Om4Store::channels`] resolves and validates a [`ChannelSet`];
 //!   [`Om4Store::select`] maps a date range to a [`Selection`]; [`Om4Store::read_into`] fills a
 //!   `(positions, channels, y, x)` buffer from a shared [`ReadPool`].
-//! - [`Om4Store::masks`] and [`StatsStore`]: land masks and normalization statistics per channel.
+//! - [`Om4Store::masks`] and [`StatsStore`]: land masks and normalization statistics per channel;
+//!   [`compute_statistics`] and [`write_statistics`] make statistics stores for a store without.
 //! - [`synthesize`]: OM4-like stores for tests, benchmarks and examples.
+//!
+//! An array whose metadata om4 cannot use does not stop the store from opening
+//! ([`Om4Store::broken_arrays`]); asking for it is an error. Bad metadata, corrupt chunks and bad
+//! requests are errors, never panics.
 //!
 //! ```
 //! use om4_store::{Om4Store, ReadPool, SynthConfig, synthesize};
