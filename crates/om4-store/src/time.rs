@@ -94,6 +94,10 @@ impl Calendar {
     }
 }
 
+/// The years dates may name: far beyond any model run, and small enough that day counts never
+/// overflow.
+const YEARS: std::ops::RangeInclusive<i64> = -1_000_000..=1_000_000;
+
 /// A point in time under a calendar, as fractional days since 0001-01-01 of that calendar.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Instant {
@@ -106,6 +110,11 @@ pub struct Instant {
 impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let whole = self.days.floor();
+        // Days outside the years a date can name (or not finite) print as a day count.
+        let namable = whole.is_finite() && whole.abs() <= 366.0 * *YEARS.end() as f64;
+        if !namable {
+            return write!(f, "day {} since 0001-01-01", self.days);
+        }
         let (y, m, d) = self.calendar.date_of(whole as i64);
         let secs = ((self.days - whole) * 86_400.0).round() as i64;
         write!(f, "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
@@ -131,6 +140,9 @@ pub fn parse_date(text: &str, calendar: Calendar) -> Result<f64, String> {
     let year: i64 = y.parse().map_err(|_| bad())?;
     let month: u32 = m.parse().map_err(|_| bad())?;
     let day: u32 = d.parse().map_err(|_| bad())?;
+    if !YEARS.contains(&year) {
+        return Err(format!("{text:?}: om4 handles years {} to {}", YEARS.start(), YEARS.end()));
+    }
     if !(1..=12).contains(&month) || day == 0 || day > calendar.month_days(year, month) {
         return Err(format!("{text:?} does not exist in the {calendar:?} calendar"));
     }
@@ -147,6 +159,9 @@ pub fn parse_date(text: &str, calendar: Calendar) -> Result<f64, String> {
         let h: f64 = hms[0].parse().map_err(|_| bad())?;
         let mi: f64 = hms[1].parse().map_err(|_| bad())?;
         let s: f64 = hms.get(2).map_or(Ok(0.0), |s| s.parse()).map_err(|_| bad())?;
+        if !((0.0..=24.0).contains(&h) && (0.0..60.0).contains(&mi) && (0.0..61.0).contains(&s)) {
+            return Err(bad());
+        }
         seconds = h * 3600.0 + mi * 60.0 + s;
     }
     Ok(calendar.ordinal(year, month, day) as f64 + seconds / 86_400.0)

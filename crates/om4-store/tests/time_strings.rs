@@ -1,0 +1,69 @@
+//! Time axes from arbitrary units, calendars, values and date strings: results or errors, never
+//! a panic (dates come from users' configs, units and values from stores).
+
+use om4_store::{Calendar, TimeAxis, parse_date};
+use proptest::prelude::*;
+
+fn date_like() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[0-9]{1,12}-[0-9]{1,3}-[0-9]{1,3}( [0-9]{1,3}:[0-9]{1,3}(:[0-9]{1,3}(\\.[0-9]{0,9})?)?)?",
+        "-?[0-9]{1,20}-[0-9]{0,3}-?[0-9]{0,3}T?[0-9:. +-]{0,12}",
+        ".{0,24}",
+    ]
+}
+
+fn units() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        Just(None),
+        date_like().prop_map(|d| Some(format!("days since {d}"))),
+        date_like().prop_map(|d| Some(format!("hours since {d}"))),
+        ".{0,30}".prop_map(Some),
+    ]
+}
+
+fn calendar() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        Just(None),
+        prop::sample::select(vec![
+            "noleap",
+            "365_day",
+            "360_day",
+            "standard",
+            "gregorian",
+            "proleptic_gregorian",
+            "all_leap",
+            "julian"
+        ])
+        .prop_map(|c| Some(c.to_string())),
+        ".{0,12}".prop_map(Some),
+    ]
+}
+
+fn value() -> impl Strategy<Value = f64> {
+    prop_oneof![-1e6f64..1e6, any::<f64>(), Just(f64::NAN), Just(f64::INFINITY), Just(f64::MAX), Just(f64::MIN)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #[test]
+    fn time_axes_and_dates_never_panic(
+        raw in prop::collection::vec(value(), 0..6), units in units(), cal in calendar(),
+        start in prop::option::of(date_like()), end in prop::option::of(date_like()),
+    ) {
+        let outcome = std::panic::catch_unwind(|| {
+            for c in [Calendar::NoLeap, Calendar::AllLeap, Calendar::Day360, Calendar::Gregorian] {
+                let _ = start.as_deref().map(|s| parse_date(s, c));
+            }
+            if let Ok(axis) = TimeAxis::decode(raw.clone(), units.as_deref(), cal.as_deref()) {
+                let _ = (axis.len(), axis.calendar());
+                for instant in axis.instants.iter().flatten() {
+                    let _ = instant.to_string();
+                }
+                let _ = axis.select(start.as_deref(), end.as_deref());
+            }
+            let positions = TimeAxis::positions(raw.clone());
+            let _ = positions.select(start.as_deref(), end.as_deref());
+        });
+        prop_assert!(outcome.is_ok());
+    }
+}
