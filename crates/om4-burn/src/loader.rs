@@ -22,7 +22,8 @@ use crate::telemetry::BatchTelemetry;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoaderConfig {
-    /// Batches read ahead of the consumer (0: read on demand).
+    /// Batches read ahead of the consumer (0: read on demand; at most
+    /// [`LoaderConfig::MAX_PREFETCH`]).
     pub prefetch_batches: usize,
     /// Threads of the shared read pool.
     pub max_concurrent_reads: usize,
@@ -30,6 +31,11 @@ pub struct LoaderConfig {
     pub prefetch_to_device: bool,
     /// Where normalization, masking and the gather run (om4's own setting; default `auto`).
     pub prepare_on: PrepareOn,
+}
+
+impl LoaderConfig {
+    /// The most batches a loader reads ahead: each holds a batch's planes in host memory.
+    pub const MAX_PREFETCH: usize = 64;
 }
 
 impl Default for LoaderConfig {
@@ -166,7 +172,7 @@ impl<S: BatchSource> Loader<S> {
     /// Starts reading epoch `epoch` (1-based, as Samudra counts).
     ///
     /// # Errors
-    /// [`Error::Spawn`] when a loader thread cannot be started.
+    /// As [`epoch_from`](Self::epoch_from).
     pub fn epoch(&self, epoch: u64) -> Result<EpochIter> {
         self.epoch_from(epoch, 0)
     }
@@ -177,8 +183,15 @@ impl<S: BatchSource> Loader<S> {
     ///
     /// # Errors
     /// [`Error::Config`] when `first_batch` is past the end of the epoch ([`len`](Self::len)
-    /// itself gives an empty epoch); [`Error::Spawn`] when a loader thread cannot be started.
+    /// itself gives an empty epoch) or `prefetch_batches` is over [`LoaderConfig::MAX_PREFETCH`];
+    /// [`Error::Spawn`] when a loader thread cannot be started.
     pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<EpochIter> {
+        if self.config.prefetch_batches > LoaderConfig::MAX_PREFETCH {
+            return Err(Error::Config {
+                field: "prefetch_batches",
+                reason: format!("{} batches; at most {}", self.config.prefetch_batches, LoaderConfig::MAX_PREFETCH),
+            });
+        }
         let batches = self.schedule.epoch(&self.space.groups(), epoch);
         if first_batch > batches.len() {
             return Err(Error::Config {

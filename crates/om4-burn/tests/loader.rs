@@ -300,6 +300,9 @@ fn resuming_mid_epoch_yields_the_rest_exactly() {
             Err(Error::Config { field, .. }) => assert_eq!(field, "first_batch"),
             other => panic!("expected a config error, got {other:?}"),
         }
+        let greedy = LoaderConfig { prefetch_batches: usize::MAX, ..config };
+        let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, greedy, Device::flex());
+        assert!(matches!(loader.epoch(1), Err(Error::Config { field: "prefetch_batches", .. })));
     }
     // Errors name the batch's number in the whole epoch.
     let (loader, _fixture) = faulty_loader(Some(1), true, 2, true);
