@@ -419,7 +419,7 @@ fn stats(
         eprintln!("warning: channel {name} is constant ({}): its std is 0", s.mean);
     }
     let pairs: Vec<(f32, f32)> = computed.iter().map(|s| (s.mean as f32, s.std as f32)).collect();
-    let (means, stds) = om4_store::write_statistics(out, &channels, &pairs)?;
+    let (means, stds) = om4_store::write_statistics(out, &set, &pairs)?;
     if as_json {
         let rows: Vec<_> = channels
             .iter()

@@ -70,6 +70,8 @@ impl Channel {
 struct OpenArray {
     name: String,
     axes: Axes,
+    /// Levels along the level axis (1 for a `(time, y, x)` array).
+    levels: usize,
     array: ZarrArray,
     /// Set when the chunks are single planes of plain float32 (decoded without zarrs).
     direct: Option<DirectArray>,
@@ -127,6 +129,12 @@ impl ChannelSet {
     pub fn channels(&self) -> &[Channel] {
         &self.channels
     }
+
+    /// Levels of array `array` of the set (1 for a `(time, y, x)` array); `None` when no
+    /// channel of the set reads it.
+    pub fn levels_of(&self, array: &str) -> Option<usize> {
+        self.arrays.iter().find(|a| a.name == array).map(|a| a.levels)
+    }
     /// Number of channels.
     pub fn len(&self) -> usize {
         self.channels.len()
@@ -163,7 +171,13 @@ impl ChannelSet {
         let arrays = self
             .arrays
             .iter()
-            .map(|a| OpenArray { name: a.name.clone(), axes: a.axes, array: a.array.clone(), direct: None })
+            .map(|a| OpenArray {
+                name: a.name.clone(),
+                axes: a.axes,
+                levels: a.levels,
+                array: a.array.clone(),
+                direct: None,
+            })
             .collect();
         Self { arrays: Arc::new(arrays), ..self.clone() }
     }
@@ -543,7 +557,13 @@ impl Om4Store {
                     .clone()
                     .filter(|_| one_plane && sharded_ok && info.fill == Fill::Nan)
                     .map(|plain| DirectArray::new(self.root.join(&ch.array), plain, axes));
-                open.push(OpenArray { name: ch.array.clone(), axes, array: self.open_array(&ch.array)?, direct });
+                let levels = match axes {
+                    Axes::TimeYX => 1,
+                    Axes::TimeLevYX => info.shape[1] as usize,
+                    Axes::LevTimeYX => info.shape[0] as usize,
+                };
+                let array = self.open_array(&ch.array)?;
+                open.push(OpenArray { name: ch.array.clone(), axes, levels, array, direct });
             }
             channels.push(ch);
         }

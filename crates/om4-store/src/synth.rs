@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::store::ChannelSet;
 use crate::zarr::{ArrayWriter, Values};
 
 /// OM4 level centres (m).
@@ -388,34 +389,51 @@ fn write_stat_store(path: &Path, cfg: &SynthConfig, entries: &[StatEntry]) -> Re
 }
 
 /// Writes `OM4_means.zarr` and `OM4_stds.zarr` under `dir` (replacing them) in the published
-/// stores' form (Zarr v2, consolidated, uncompressed): a 0-d float32 array per channel.
-/// `stats[i]` is `(mean, std)` of `channels[i]`. Returns the two stores' paths.
+/// stores' form (Zarr v2, consolidated, uncompressed, float32), mirroring the data store's layout
+/// as Samudra expects: a 0-d array per channel, except that a compact variable whose levels are
+/// all given, in order, gets one `lev` vector named after the variable. `stats[i]` is
+/// `(mean, std)` of `set`'s channel `i`. Returns the two stores' paths.
 ///
 /// # Errors
-/// [`Error::Request`] for mismatched lengths, a channel name that is not a plain array name, or a
-/// non-finite statistic; [`Error::Write`] when a file cannot be written.
-pub fn write_statistics(dir: &Path, channels: &[String], stats: &[(f32, f32)]) -> Result<(PathBuf, PathBuf)> {
+/// [`Error::Request`] for a length mismatch or a non-finite statistic; [`Error::Write`] when a
+/// file cannot be written.
+pub fn write_statistics(dir: &Path, set: &ChannelSet, stats: &[(f32, f32)]) -> Result<(PathBuf, PathBuf)> {
     let bad = |reason: String| Error::Request { reason };
+    let channels = set.channels();
     if channels.len() != stats.len() {
         return Err(bad(format!("{} channels but {} statistics", channels.len(), stats.len())));
     }
-    if let Some(c) = channels.iter().find(|c| c.is_empty() || c.contains(['/', '\\', '.'])) {
-        return Err(bad(format!("{c:?} cannot name an array")));
-    }
     if let Some((c, (m, s))) = channels.iter().zip(stats).find(|(_, (m, s))| !m.is_finite() || !s.is_finite()) {
-        return Err(bad(format!("{c}: mean {m}, std {s}: statistics must be finite")));
+        return Err(bad(format!("{}: mean {m}, std {s}: statistics must be finite", c.name)));
+    }
+    // Whole compact variables (levels 0..n in order, n = the array's level count) become vectors.
+    let mut groups: Vec<(String, Vec<usize>, bool)> = Vec::new();
+    let mut i = 0;
+    while i < channels.len() {
+        let c = &channels[i];
+        let run = channels[i..].iter().take_while(|d| d.compact && d.array == c.array).count();
+        let whole = c.compact
+            && channels[i..i + run].iter().enumerate().all(|(k, d)| d.level == Some(k))
+            && set.levels_of(&c.array) == Some(run);
+        if whole {
+            groups.push((c.array.clone(), (i..i + run).collect(), true));
+            i += run;
+        } else {
+            groups.push((c.name.clone(), vec![i], false));
+            i += 1;
+        }
     }
     let paths = SynthPaths::under(dir);
     let cfg =
         SynthConfig { format: SynthFormat::V2, consolidated: true, codec: SynthCodec::None, ..SynthConfig::default() };
     for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
-        let entries: Vec<StatEntry> = channels
+        let value = |i: usize| if pick == 0 { stats[i].0 } else { stats[i].1 };
+        let entries: Vec<StatEntry> = groups
             .iter()
-            .zip(stats)
-            .map(|(c, &(m, s))| StatEntry {
-                name: c.clone(),
-                values: vec![if pick == 0 { m } else { s }],
-                per_level: false,
+            .map(|(name, idx, per_level)| StatEntry {
+                name: name.clone(),
+                values: idx.iter().map(|&i| value(i)).collect(),
+                per_level: *per_level,
             })
             .collect();
         write_stat_store(path, &cfg, &entries)?;

@@ -81,9 +81,15 @@ fn statistics_match_the_plain_loop_and_the_synthetic_stores_own() {
         // Written the published way and read back by om4.
         let out = dir.path().join("stats");
         let pairs: Vec<(f32, f32)> = fast.iter().map(|s| (s.mean as f32, s.std as f32)).collect();
-        let (mp, sp) = write_statistics(&out, &names, &pairs).unwrap();
+        let (mp, sp) = write_statistics(&out, &set, &pairs).unwrap();
         let back_m = StatsStore::open(&mp).unwrap().values(&set).unwrap();
         let back_s = StatsStore::open(&sp).unwrap().values(&set).unwrap();
+        // Like the published stores: a `lev` vector per compact variable, else a scalar per channel.
+        let written = Om4Store::open(&mp).unwrap();
+        let (thetao, zos) = (written.arrays().get("thetao"), &written.arrays()["zos"]);
+        assert_eq!(thetao.map(|a| a.shape.clone()), compact.then(|| vec![3]));
+        assert_eq!(written.arrays().contains_key("thetao_1"), !compact);
+        assert!(zos.shape.is_empty());
         assert_eq!(back_m, pairs.iter().map(|p| p.0).collect::<Vec<_>>());
         assert_eq!(back_s, pairs.iter().map(|p| p.1).collect::<Vec<_>>());
     }
@@ -101,8 +107,14 @@ fn statistics_of_a_time_range_and_bad_statistics_to_write() {
     assert!(sel.len() < 7);
     let part = compute_statistics(&store, &pool, &set, &sel, |_, _| {}).unwrap();
     assert_eq!(part[0].count * 7, all[0].count * sel.len() as u64, "same ocean cells per step");
-    let names = vec!["zos".to_string()];
-    assert!(write_statistics(dir.path(), &names, &[(f32::NAN, 1.0)]).is_err());
-    assert!(write_statistics(dir.path(), &names, &[]).is_err());
-    assert!(write_statistics(dir.path(), &["../x".to_string()], &[(0.0, 1.0)]).is_err());
+    assert!(write_statistics(dir.path(), &set, &[(f32::NAN, 1.0)]).is_err());
+    assert!(write_statistics(dir.path(), &set, &[]).is_err());
+    // Some levels of a compact variable: scalars per channel, which om4 reads back all the same.
+    let paths = make(&dir.path().join("compact"), &small(true));
+    let store = Om4Store::open(&paths.data).unwrap();
+    let set = store.channels(&["thetao_1", "thetao_2", "zos"]).unwrap();
+    let (mp, _) = write_statistics(&dir.path().join("out"), &set, &[(1.0, 2.0), (3.0, 4.0), (5.0, 6.0)]).unwrap();
+    let written = Om4Store::open(&mp).unwrap();
+    assert!(written.arrays().contains_key("thetao_1") && !written.arrays().contains_key("thetao"));
+    assert_eq!(StatsStore::open(&mp).unwrap().values(&set).unwrap(), vec![1.0, 3.0, 5.0]);
 }
