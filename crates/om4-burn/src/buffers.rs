@@ -61,12 +61,11 @@ impl BufferPool {
     /// A new, empty pool of the same kind of memory (pinned or pageable) that keeps up to
     /// `keep_free` free buffers. It never owns more buffers than were ever leased at once.
     pub(crate) fn sibling(&self, keep_free: usize) -> Self {
-        #[cfg_attr(not(feature = "pinned"), allow(unused_mut))]
-        let mut shared = Shared::new(keep_free);
-        #[cfg(feature = "pinned")]
-        {
-            shared.pinned = self.shared.pinned.clone();
-        }
+        let shared = Shared {
+            #[cfg(feature = "pinned")]
+            pinned: self.shared.pinned.clone(),
+            ..Shared::new(keep_free)
+        };
         Self { shared: Arc::new(shared) }
     }
 
