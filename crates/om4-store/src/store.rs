@@ -632,8 +632,9 @@ impl Om4Store {
         out: &mut [f32],
     ) -> Result<()> {
         let plane = set.grid.plane();
-        let expected = positions.len() * set.len() * plane;
-        if out.len() != expected {
+        let expected = positions.len().checked_mul(set.len() * plane);
+        if expected != Some(out.len()) {
+            let expected = expected.map_or_else(|| "more than a usize counts".to_string(), |n| n.to_string());
             return Err(Error::Request {
                 reason: format!(
                     "output holds {} values, but {} positions × {} channels × {}×{} planes need {expected}",
