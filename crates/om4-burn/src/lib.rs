@@ -40,8 +40,8 @@
 //! memory per batch.
 //!
 //! Crate features (all off by default; everything builds and tests on the CPU `flex` backend):
-//! - `pinned`: page-locked staging buffers through cudarc ([`BufferPool::pinned`]), which cubecl
-//!   DMAs without restaging, and [`cuda::staging_check`] (run by `scripts/gpu-check.sh`). The
+//! - `pinned`: page-locked staging buffers through cudarc (`BufferPool::pinned`), which cubecl
+//!   DMAs without restaging, and `cuda::staging_check` (run by `scripts/gpu-check.sh`). The
 //!   driver is loaded at run time, so this builds without a CUDA toolkit.
 //! - `cuda`: Burn's CUDA backend, with `pinned`. `vulkan`: Burn's wgpu/Vulkan backend.
 

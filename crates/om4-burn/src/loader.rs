@@ -130,7 +130,7 @@ impl<S: BatchSource> Loader<S> {
         buffers.sibling(usize::MAX)
     }
 
-    /// Uses `buffers` for host staging, e.g. a [`BufferPool::pinned`] one (feature `pinned`), or
+    /// Uses `buffers` for host staging, e.g. a `BufferPool::pinned` one (feature `pinned`), or
     /// one pool shared with another loader.
     #[must_use]
     pub fn with_buffers(mut self, buffers: BufferPool) -> Self {
