@@ -45,6 +45,11 @@ pub(crate) struct ReadArgs {
     /// the same threads (plane by plane, and as one block per thread), with om4's ratio to it.
     #[arg(long)]
     memcpy: bool,
+    /// One timed pass, without the first-window read and the warm-up pass, for reads from disk:
+    /// drop the page cache first (`sync; echo 3 > /proc/sys/vm/drop_caches` as root) and give
+    /// windows that do not overlap (`--starts`), so that no plane is read twice.
+    #[arg(long)]
+    cold: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -128,19 +133,26 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
         }
         Ok(())
     };
-    // Open, validate and read the first window: what a fresh training process pays up front.
-    let first: Vec<usize> = (starts[0]..starts[0] + a.steps).collect();
-    store.read_into(&pool, &set, &sel, &first, &mut buf)?;
-    let open_plus_first_window = opened.elapsed().as_secs_f64();
-    if let Some(path) = &a.check_out {
-        let g = set.grid();
-        crate::npy::write_f32(path, &[a.steps, set.len(), g.y, g.x], &buf)?;
+    if a.cold && a.check_out.is_some() {
+        bail!("--check-out writes the first window, which --cold does not read on its own");
     }
-    pass(&mut buf)?; // warm-up: page cache and allocator
+    let repeats = if a.cold { 1 } else { a.repeats };
+    let mut open_plus_first_window = None;
+    if !a.cold {
+        // Open, validate and read the first window: what a fresh training process pays up front.
+        let first: Vec<usize> = (starts[0]..starts[0] + a.steps).collect();
+        store.read_into(&pool, &set, &sel, &first, &mut buf)?;
+        open_plus_first_window = Some(opened.elapsed().as_secs_f64());
+        if let Some(path) = &a.check_out {
+            let g = set.grid();
+            crate::npy::write_f32(path, &[a.steps, set.len(), g.y, g.x], &buf)?;
+        }
+        pass(&mut buf)?; // warm-up: page cache and allocator
+    }
     let load_before = load_average();
     let cpu0 = cpu_seconds();
-    let mut secs = Vec::with_capacity(a.repeats);
-    for _ in 0..a.repeats {
+    let mut secs = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
         let t0 = Instant::now();
         pass(&mut buf)?;
         secs.push(t0.elapsed().as_secs_f64());
@@ -187,10 +199,10 @@ pub(crate) fn read(a: &ReadArgs) -> Result<()> {
             "om4_best_over_planes": best / planes, "om4_best_over_blocks": best / blocks,
         })
     });
-    let total_gb = bytes * a.repeats as f64 / 1e9;
+    let total_gb = bytes * repeats as f64 / 1e9;
     let report = json!({
         "store": a.store, "channels": set.len(), "grid": [set.grid().y, set.grid().x], "steps": a.steps,
-        "windows": starts.len(), "starts": starts, "repeats": a.repeats, "threads": threads, "bytes_per_repeat": bytes,
+        "windows": starts.len(), "starts": starts, "repeats": repeats, "cold": a.cold, "threads": threads, "bytes_per_repeat": bytes,
         "gb_per_s_best": best, "gb_per_s_median": med,
         "planes_per_s_best": best * 1e9 / (plane as f64 * 4.0), "planes_per_s_median": med * 1e9 / (plane as f64 * 4.0),
         "cpu_seconds_per_gb": cpu.map(|c| c / total_gb), "open_plus_first_window_s": open_plus_first_window, "peak_rss_bytes": peak_rss_bytes(), "read_decode_reference": reference, "memcpy": memcpy, "load_average_before": load_before, "load_average_after": load_average(),

@@ -170,6 +170,14 @@ fn bench_read_reports_json() {
     assert!(w["read_decode_reference"]["gb_per_s"].as_f64().is_some_and(|x| x > 0.0));
     // The copy ceiling rewrites the window with its own bytes: the planes read are unchanged.
     assert_eq!(w["finite_checksum"], v["finite_checksum"]);
+
+    // --cold: one timed pass, nothing read before it.
+    let out =
+        om4(&["bench", "read", &store, "--steps", "3", "--starts", "0,3,6", "--cold", "--threads", "2", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((c["cold"].as_bool(), c["repeats"].as_u64()), (Some(true), Some(1)));
+    assert!(c["open_plus_first_window_s"].is_null() && c["gb_per_s_best"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
