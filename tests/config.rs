@@ -16,7 +16,7 @@ struct File {
 fn loading_section_parses_with_defaults_and_prepare_on() {
     let shipped: toml::Table = toml::from_str(include_str!("../configs/om4.toml")).unwrap();
     let loading: LoaderConfig = shipped["data"]["loading"].clone().try_into().unwrap();
-    assert_eq!(loading, LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 8, ..LoaderConfig::default() });
+    assert_eq!(loading, LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 32, ..LoaderConfig::default() });
     assert_eq!(loading.prepare_on, PrepareOn::Auto);
     for (word, on) in [("host", PrepareOn::Host), ("device", PrepareOn::Device), ("auto", PrepareOn::Auto)] {
         let f: File = toml::from_str(&format!("[data.loading]\nprepare_on = \"{word}\"\n")).unwrap();

@@ -25,7 +25,8 @@ pub struct LoaderConfig {
     /// Batches read ahead of the consumer (0: read on demand; at most
     /// [`LoaderConfig::MAX_PREFETCH`]).
     pub prefetch_batches: usize,
-    /// Threads of the shared read pool.
+    /// Threads of the shared read pool (Samudra's default, 32: reads from disk wait on I/O, and
+    /// on page-cache reads more threads than cores cost nothing measurable).
     pub max_concurrent_reads: usize,
     /// Prepare read-ahead batches on the device too (from an upload thread).
     pub prefetch_to_device: bool,
@@ -40,7 +41,7 @@ impl LoaderConfig {
 
 impl Default for LoaderConfig {
     fn default() -> Self {
-        Self { prefetch_batches: 2, max_concurrent_reads: 8, prefetch_to_device: true, prepare_on: PrepareOn::Auto }
+        Self { prefetch_batches: 2, max_concurrent_reads: 32, prefetch_to_device: true, prepare_on: PrepareOn::Auto }
     }
 }
 
