@@ -59,9 +59,12 @@ enum Command {
     Stats {
         /// Store root.
         store: PathBuf,
-        /// Output directory (OM4_means.zarr and OM4_stds.zarr in it are replaced).
+        /// Output directory for OM4_means.zarr and OM4_stds.zarr.
         #[arg(long)]
         out: PathBuf,
+        /// Replace OM4_means.zarr and OM4_stds.zarr if --out already holds them.
+        #[arg(long)]
+        force: bool,
         /// Comma-separated channels (default: all).
         #[arg(long, value_delimiter = ',')]
         channels: Vec<String>,
@@ -205,8 +208,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dump(&store, &channels, &times, &out).map(|()| ExitCode::SUCCESS)
         }
         Command::Synth(args) => synth(args).map(|()| ExitCode::SUCCESS),
-        Command::Stats { store, out, channels, start, end, threads, json } => {
-            stats(&store, &out, &channels, (start.as_deref(), end.as_deref()), threads, json)
+        Command::Stats { store, out, force, channels, start, end, threads, json } => {
+            stats(&store, &out, force, &channels, (start.as_deref(), end.as_deref()), threads, json)
                 .map(|()| ExitCode::SUCCESS)
         }
         Command::Bench { what: BenchCommand::Read(args) } => bench::read(&args).map(|()| ExitCode::SUCCESS),
@@ -390,11 +393,18 @@ fn synth(a: SynthArgs) -> Result<()> {
 fn stats(
     path: &Path,
     out: &Path,
+    force: bool,
     channels: &[String],
     (start, end): (Option<&str>, Option<&str>),
     threads: Option<usize>,
     as_json: bool,
 ) -> Result<()> {
+    // Before any work: published statistics are not replaced by accident.
+    if let Some(existing) =
+        ["OM4_means.zarr", "OM4_stds.zarr"].iter().map(|n| out.join(n)).find(|p| p.exists()).filter(|_| !force)
+    {
+        bail!("{} exists; pass --force to replace it", existing.display());
+    }
     let store = Om4Store::open(path)?;
     let channels = if channels.is_empty() { store.channel_names() } else { channels.to_vec() };
     let set = store.channels(&channels)?;
