@@ -53,7 +53,7 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
     // checkpoint round trip
     let ckpt = dir.path().join("ckpt");
     trainer.save(&ckpt).unwrap();
-    let mut restored = Trainer::new(config, model, &src, Device::flex()).unwrap();
+    let mut restored = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
     restored.resume(&ckpt).unwrap();
     assert_eq!(restored.next_epoch(), 4);
     let input = Tensor::<4>::from_data(
@@ -66,6 +66,23 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
         let pb = values(b.forward(input.clone(), land.clone()));
         assert_eq!(pa, pb);
     }
+
+    // A checkpoint from before weight generations (`model.bpk`, no "generation" in state.json)
+    // still resumes.
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ckpt.join("state.json")).unwrap()).unwrap();
+    let generation = state["generation"].as_u64().unwrap();
+    for name in ["model", "ema", "optim"] {
+        std::fs::rename(ckpt.join(format!("{name}-{generation}.bpk")), ckpt.join(format!("{name}.bpk"))).unwrap();
+    }
+    let mut legacy = state;
+    legacy.as_object_mut().unwrap().remove("generation");
+    std::fs::write(ckpt.join("state.json"), legacy.to_string()).unwrap();
+    let mut old = Trainer::new(config, model, &src, Device::flex()).unwrap();
+    old.resume(&ckpt).unwrap();
+    assert_eq!(old.next_epoch(), 4);
+    let pa = values(trainer.ema().forward(input.clone(), land.clone()));
+    assert_eq!(values(old.ema().forward(input, land)), pa);
 }
 
 #[test]
