@@ -44,15 +44,6 @@ impl Default for HostBatch {
 }
 
 impl HostBatch {
-    /// A batch shaped for `plan` (zeroed), allocated on the calling thread: [`gather_into`] then
-    /// writes it without allocating, wherever its copies run.
-    pub fn for_plan(plan: &BatchPlan, grid: Grid) -> Self {
-        let mut out = Self::default();
-        let (c_prog, c_bound) = (plan.role_channels(Role::Input), plan.role_channels(Role::Boundary));
-        out.reshape(plan.batch(), grid, plan.states(), c_prog, c_bound, plan.steps());
-        out
-    }
-
     /// Sets the shape and sizes every buffer, keeping buffers that already have the right length
     /// (their old values are overwritten by the caller; nothing is zero-filled twice).
     fn reshape(&mut self, batch: usize, grid: Grid, states: usize, c_prog: usize, c_bound: usize, steps: usize) {

@@ -55,10 +55,10 @@ mod zarr;
 pub use error::{BoxError, Error, Result};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
 pub use pool::ReadPool;
-pub use stats::{ChannelStats, compute_statistics};
+pub use stats::{ChannelStats, compute_statistics, write_statistics};
 pub use store::{Channel, ChannelSet, Layout, Om4Store, ReadDecodeTimes, Selection, StatsStore};
 pub use synth::{
     DEPTH_VARS, DZ, LEV, SURFACE_VARS, SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, channel_names,
-    synthesize, write_statistics,
+    synthesize,
 };
 pub use time::{Calendar, Instant, TimeAxis, parse_date};

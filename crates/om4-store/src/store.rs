@@ -370,10 +370,7 @@ impl Om4Store {
         if let Some((var, level)) = split_level(name) {
             if let Some(info) = self.arrays.get(var).filter(|a| a.shape.len() == 4) {
                 let axes = self.axes_of(info)?;
-                let nlev = match axes {
-                    Axes::LevTimeYX => info.shape[0],
-                    _ => info.shape[1],
-                };
+                let nlev = axes.levels(&info.shape);
                 if level as u64 >= nlev {
                     return Err(self.invalid(
                         var,
@@ -557,12 +554,7 @@ impl Om4Store {
                     .clone()
                     .filter(|_| one_plane && sharded_ok && info.fill == Fill::Nan)
                     .map(|plain| DirectArray::new(self.root.join(&ch.array), plain, axes));
-                let levels = match axes {
-                    Axes::TimeYX => 1,
-                    Axes::TimeLevYX => info.shape[1] as usize,
-                    Axes::LevTimeYX => info.shape[0] as usize,
-                };
-                let array = self.open_array(&ch.array)?;
+                let (levels, array) = (axes.levels(&info.shape) as usize, self.open_array(&ch.array)?);
                 open.push(OpenArray { name: ch.array.clone(), axes, levels, array, direct });
             }
             channels.push(ch);

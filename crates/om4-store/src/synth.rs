@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
-use crate::store::ChannelSet;
 use crate::zarr::{ArrayWriter, Values};
 
 /// OM4 level centres (m).
@@ -362,14 +361,14 @@ impl Moments {
 }
 
 /// One array of a statistics store: a 0-d scalar, or a `lev` vector of a compact variable.
-struct StatEntry {
-    name: String,
-    values: Vec<f32>,
-    per_level: bool,
+pub(crate) struct StatEntry {
+    pub(crate) name: String,
+    pub(crate) values: Vec<f32>,
+    pub(crate) per_level: bool,
 }
 
 /// Writes a statistics store (`OM4_means.zarr` or `OM4_stds.zarr`) at `path`, replacing it.
-fn write_stat_store(path: &Path, cfg: &SynthConfig, entries: &[StatEntry]) -> Result<()> {
+pub(crate) fn write_stat_store(path: &Path, cfg: &SynthConfig, entries: &[StatEntry]) -> Result<()> {
     let mut sw = Writer::new(path.to_path_buf(), cfg)?;
     for e in entries {
         let (shape, dims) = if e.per_level { (vec![e.values.len() as u64], vec!["lev"]) } else { (vec![], vec![]) };
@@ -386,59 +385,6 @@ fn write_stat_store(path: &Path, cfg: &SynthConfig, entries: &[StatEntry]) -> Re
         sw.write(spec, |a| a.write(&ranges, Values::F32(&e.values)))?;
     }
     sw.finish()
-}
-
-/// Writes `OM4_means.zarr` and `OM4_stds.zarr` under `dir` (replacing them) in the published
-/// stores' form (Zarr v2, consolidated, uncompressed, float32), mirroring the data store's layout
-/// as Samudra expects: a 0-d array per channel, except that a compact variable whose levels are
-/// all given, in order, gets one `lev` vector named after the variable. `stats[i]` is
-/// `(mean, std)` of `set`'s channel `i`. Returns the two stores' paths.
-///
-/// # Errors
-/// [`Error::Request`] for a length mismatch or a non-finite statistic; [`Error::Write`] when a
-/// file cannot be written.
-pub fn write_statistics(dir: &Path, set: &ChannelSet, stats: &[(f32, f32)]) -> Result<(PathBuf, PathBuf)> {
-    let bad = |reason: String| Error::Request { reason };
-    let channels = set.channels();
-    if channels.len() != stats.len() {
-        return Err(bad(format!("{} channels but {} statistics", channels.len(), stats.len())));
-    }
-    if let Some((c, (m, s))) = channels.iter().zip(stats).find(|(_, (m, s))| !m.is_finite() || !s.is_finite()) {
-        return Err(bad(format!("{}: mean {m}, std {s}: statistics must be finite", c.name)));
-    }
-    // Whole compact variables (levels 0..n in order, n = the array's level count) become vectors.
-    let mut groups: Vec<(String, Vec<usize>, bool)> = Vec::new();
-    let mut i = 0;
-    while i < channels.len() {
-        let c = &channels[i];
-        let run = channels[i..].iter().take_while(|d| d.compact && d.array == c.array).count();
-        let whole = c.compact
-            && channels[i..i + run].iter().enumerate().all(|(k, d)| d.level == Some(k))
-            && set.levels_of(&c.array) == Some(run);
-        if whole {
-            groups.push((c.array.clone(), (i..i + run).collect(), true));
-            i += run;
-        } else {
-            groups.push((c.name.clone(), vec![i], false));
-            i += 1;
-        }
-    }
-    let paths = SynthPaths::under(dir);
-    let cfg =
-        SynthConfig { format: SynthFormat::V2, consolidated: true, codec: SynthCodec::None, ..SynthConfig::default() };
-    for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
-        let value = |i: usize| if pick == 0 { stats[i].0 } else { stats[i].1 };
-        let entries: Vec<StatEntry> = groups
-            .iter()
-            .map(|(name, idx, per_level)| StatEntry {
-                name: name.clone(),
-                values: idx.iter().map(|&i| value(i)).collect(),
-                per_level: *per_level,
-            })
-            .collect();
-        write_stat_store(path, &cfg, &entries)?;
-    }
-    Ok((paths.means, paths.stds))
 }
 
 /// Writes `OM4.zarr`, `OM4_means.zarr` and `OM4_stds.zarr` under `dir` (replacing them), calling

@@ -28,6 +28,17 @@ pub(crate) enum Axes {
     LevTimeYX,
 }
 
+impl Axes {
+    /// Levels of an array of this `shape` (1 for a `(time, y, x)` array).
+    pub(crate) fn levels(self, shape: &[u64]) -> u64 {
+        match self {
+            Self::TimeYX => 1,
+            Self::TimeLevYX => shape[1],
+            Self::LevTimeYX => shape[0],
+        }
+    }
+}
+
 /// An open array of a local store (cheap to clone: the array is shared).
 #[derive(Clone)]
 pub(crate) struct ZarrArray {
@@ -53,10 +64,10 @@ impl Store {
 
 impl ZarrArray {
     /// Opens array `name` (a name discovered in the store root, never a user path) from the
-    /// metadata om4 validated: a v2 array from `v2` (its `.zarray` document and attributes), a v3
-    /// array from its `zarr.json`. Either way the array zarrs sees must have `shape`, so that a
-    /// file changed since validation (or a consolidated store whose files disagree with
-    /// `.zmetadata`) is an error, never a different array.
+    /// metadata om4 validated: a v2 array from `v2` (its `.zarray` document, from `.zmetadata`
+    /// when consolidated, and attributes), so zarrs never reads a second copy; a v3 array from its
+    /// `zarr.json`, read again by zarrs, which must still say `shape` (a file changed since
+    /// validation is an error, never a different array).
     pub(crate) fn open(
         store: &Store,
         name: &str,
