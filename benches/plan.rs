@@ -3,7 +3,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use om4_batch::{
-    BatchPlan, Grid, HostBatch, LandMask, NormOrder, Preparation, Roles, Sample, WindowSpec, fill_groups,
+    BatchPlan, GatheredBatch, Grid, LandMask, NormOrder, Normalization, Roles, Sample, WindowSpec, fill_groups,
     prepare_and_gather_into,
 };
 
@@ -25,8 +25,14 @@ fn plan(c: &mut Criterion) {
     for (name, grid) in [("2deg", Grid { y: 90, x: 180 }), ("1deg", Grid { y: 180, x: 360 })] {
         let plane = grid.plane();
         let prep = |c: usize| {
-            Preparation::new(vec![1.0; c], vec![2.0; c], LandMask::all_wet(c, plane), NormOrder::NormalizeThenMask, 0.0)
-                .expect("prep")
+            Normalization::new(
+                vec![1.0; c],
+                vec![2.0; c],
+                LandMask::all_wet(c, plane),
+                NormOrder::NormalizeThenMask,
+                0.0,
+            )
+            .expect("prep")
         };
         let (p0, p1) = (prep(77), prep(3));
         let plan = BatchPlan::new(&[Sample { spec, start: 0 }], &Roles::samudra(), &[77, 3]).expect("plan");
@@ -37,7 +43,7 @@ fn plan(c: &mut Criterion) {
         .expect("fill");
         group.throughput(Throughput::Bytes((plan.planes().unique * plane * 4) as u64));
         // Outputs reused across iterations, as the loader and `om4 bench batch` reuse them.
-        let mut out = HostBatch::default();
+        let mut out = GatheredBatch::default();
         group.bench_function(BenchmarkId::new("hist1_steps4_batch1", name), |b| {
             b.iter_batched(
                 || groups.clone(),

@@ -21,7 +21,7 @@ fn read(c: &mut Criterion) {
             let pool = ReadPool::new(n).expect("pool");
             let sel = set.all_rows();
             group.bench_with_input(BenchmarkId::new(format!("{codec:?}"), format!("{n}_threads")), &n, |b, _| {
-                b.iter(|| store.read_into(&pool, &set, &sel, &positions, &mut buf).expect("read"));
+                b.iter(|| store.reader(&pool, &set, &sel).read(&positions, &mut buf).expect("read"));
             });
         }
     }

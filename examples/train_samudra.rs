@@ -13,8 +13,11 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use om4_burn::{LoaderConfig, Om4Source, SourceConfig};
 use om4_samudra::{SamudraConfig, TrainConfig, Trainer};
-use om4_store::{ReadPool, SynthConfig, SynthPaths, synthesize};
+use om4_store::ReadPool;
 use serde::Deserialize;
+
+#[path = "common/demo.rs"]
+mod demo;
 
 #[derive(Parser, Debug)]
 #[command(about = "Train the Samudra ocean emulator from an OM4 Zarr store")]
@@ -121,22 +124,6 @@ fn read_config(path: &Path) -> Result<FileConfig, Box<dyn std::error::Error>> {
     Ok(if is_yaml { serde_yaml::from_str(&text)? } else { toml::from_str(&text)? })
 }
 
-/// The synthetic demo store: 3 levels (13 prognostic + 3 boundary channels), 32 × 64, 146 five-day steps.
-fn demo_store() -> Result<SynthPaths, Box<dyn std::error::Error>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/om4-demo");
-    let paths = SynthPaths::under(&dir);
-    let marker = dir.join("complete");
-    if marker.is_file() {
-        println!("using the synthetic store in {}", dir.display());
-        return Ok(paths);
-    }
-    println!("writing a synthetic OM4 store to {} (once)", dir.display());
-    let cfg = SynthConfig { ny: 32, nx: 64, times: 146, levels: 3, seed: 1, ..SynthConfig::default() };
-    synthesize(&dir, &cfg, |_, _| {})?;
-    std::fs::write(marker, "")?;
-    Ok(paths)
-}
-
 fn device(name: &str) -> Result<Device, String> {
     match name {
         "cpu" | "flex" => Ok(Device::flex()),
@@ -168,7 +155,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let demo = args.store.is_none() && file.data.data_location.is_none();
     let (data, means, stds) = if demo {
-        let p = demo_store()?;
+        let p = demo::demo_store()?;
         (p.data, p.means, p.stds)
     } else {
         let data = args.store.clone().or(file.data.data_location.clone()).expect("checked above");

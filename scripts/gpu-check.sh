@@ -11,5 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi not found"
-OM4_REQUIRE_GPU=1 OM4_GPU_CHECK_MIB="${1:-256}" \
-  cargo test --release --locked -p om4-burn --features pinned --test cuda -- --nocapture --test-threads 1
+export OM4_REQUIRE_GPU=1 OM4_GPU_CHECK_MIB="${1:-256}"
+cargo test --release --locked -p om4-pipeline --features pinned --test pinned -- --nocapture --test-threads 1
+cargo test --release --locked -p om4-burn --features pinned --test cuda -- --nocapture --test-threads 1

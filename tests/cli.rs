@@ -79,14 +79,9 @@ fn inspect_validate_dump() {
     let s = om4_store::Om4Store::open(&store).unwrap();
     let set = s.channels(&["thetao_0", "zos"]).unwrap();
     let mut buf = vec![0f32; 3 * 2 * 72];
-    s.read_into(
-        &om4_store::ReadPool::new(1).unwrap(),
-        &set,
-        &om4_store::Selection { rows: 0..9 },
-        &[0, 5, 8],
-        &mut buf,
-    )
-    .unwrap();
+    s.reader(&om4_store::ReadPool::new(1).unwrap(), &set, &om4_store::Selection { rows: 0..9 })
+        .read(&[0, 5, 8], &mut buf)
+        .unwrap();
     let dumped: Vec<u32> =
         bytes[10 + header_len..].chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(dumped, buf.iter().map(|v| v.to_bits()).collect::<Vec<_>>());

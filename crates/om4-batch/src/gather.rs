@@ -7,12 +7,12 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::plan::{BatchPlan, Role, Roles};
-use crate::prepare::{Grid, Preparation};
+use crate::prepare::{Grid, Normalization};
 use crate::space::Sample;
 
 /// One rollout step of a model batch, on the host.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct StepBatch {
+pub struct GatheredStep {
     /// `(B, input_channels, Y, X)`.
     pub input: Vec<f32>,
     /// `(B, label_channels, Y, X)`.
@@ -24,7 +24,7 @@ pub struct StepBatch {
 /// A batch can be kept and passed again to [`gather_into`] / [`prepare_and_gather_into`]: its
 /// buffers are then overwritten in place, without new allocations when the shape is unchanged.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HostBatch {
+pub struct GatheredBatch {
     /// Samples.
     pub batch: usize,
     /// Plane size.
@@ -34,16 +34,16 @@ pub struct HostBatch {
     /// Channels of each label: `(h+1)·C_prog`.
     pub label_channels: usize,
     /// One entry per rollout step.
-    pub steps: Vec<StepBatch>,
+    pub steps: Vec<GatheredStep>,
 }
 
-impl Default for HostBatch {
+impl Default for GatheredBatch {
     fn default() -> Self {
         Self { batch: 0, grid: Grid { y: 0, x: 0 }, input_channels: 0, label_channels: 0, steps: Vec::new() }
     }
 }
 
-impl HostBatch {
+impl GatheredBatch {
     /// Sets the shape and sizes every buffer, keeping buffers that already have the right length
     /// (their old values are overwritten by the caller; nothing is zero-filled twice).
     fn reshape(&mut self, batch: usize, grid: Grid, states: usize, c_prog: usize, c_bound: usize, steps: usize) {
@@ -58,7 +58,7 @@ impl HostBatch {
                 v.resize(n, 0.0);
             }
         };
-        self.steps.resize_with(steps, StepBatch::default);
+        self.steps.resize_with(steps, GatheredStep::default);
         for step in &mut self.steps {
             fit(&mut step.input, batch * self.input_channels * plane);
             fit(&mut step.label, batch * self.label_channels * plane);
@@ -92,8 +92,8 @@ fn take<'a>(rest: &mut &'a mut [f32], n: usize) -> &'a mut [f32] {
 ///
 /// # Errors
 /// [`Error::BufferLength`] when a group buffer does not match its plan group.
-pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBatch> {
-    let mut out = HostBatch::default();
+pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<GatheredBatch> {
+    let mut out = GatheredBatch::default();
     gather_into(plan, groups, grid, &mut out)?;
     Ok(out)
 }
@@ -103,7 +103,7 @@ pub fn gather(plan: &BatchPlan, groups: &[&[f32]], grid: Grid) -> Result<HostBat
 ///
 /// # Errors
 /// [`Error::BufferLength`] when a group buffer does not match its plan group; `out` is then unchanged.
-pub fn gather_into(plan: &BatchPlan, groups: &[&[f32]], grid: Grid, out: &mut HostBatch) -> Result<()> {
+pub fn gather_into(plan: &BatchPlan, groups: &[&[f32]], grid: Grid, out: &mut GatheredBatch) -> Result<()> {
     check_group_lens(plan, groups.iter().map(|g| g.len()), grid)?;
     let (c_prog, c_bound) = (plan.role_channels(Role::Input), plan.role_channels(Role::Boundary));
     out.reshape(plan.batch(), grid, plan.states(), c_prog, c_bound, plan.steps());
@@ -121,7 +121,7 @@ pub fn step_lens(plan: &BatchPlan, grid: Grid) -> (usize, usize) {
 }
 
 /// [`gather_into`] for buffers the caller owns (pooled or page-locked memory, say): `steps[k]`
-/// is rollout step `k`'s `(input, label)`, laid out as [`StepBatch`]'s, each [`step_lens`] long.
+/// is rollout step `k`'s `(input, label)`, laid out as [`GatheredStep`]'s, each [`step_lens`] long.
 ///
 /// # Errors
 /// [`Error::BufferLength`] when a group or step buffer does not match the plan; nothing is
@@ -219,10 +219,10 @@ fn copy_blocks(plan: &BatchPlan, groups: &[&[f32]], grid: Grid, steps: Vec<(&mut
 pub fn prepare_and_gather<B: AsRef<[f32]> + AsMut<[f32]>>(
     plan: &BatchPlan,
     groups: &mut [B],
-    preparations: &[&Preparation],
+    preparations: &[&Normalization],
     grid: Grid,
-) -> Result<HostBatch> {
-    let mut out = HostBatch::default();
+) -> Result<GatheredBatch> {
+    let mut out = GatheredBatch::default();
     prepare_and_gather_into(plan, groups, preparations, grid, &mut out)?;
     Ok(out)
 }
@@ -262,9 +262,9 @@ pub fn check_groups(plan: &BatchPlan, lens: &[usize], preparations: &[(usize, us
 pub fn prepare_and_gather_into<B: AsRef<[f32]> + AsMut<[f32]>>(
     plan: &BatchPlan,
     groups: &mut [B],
-    preparations: &[&Preparation],
+    preparations: &[&Normalization],
     grid: Grid,
-    out: &mut HostBatch,
+    out: &mut GatheredBatch,
 ) -> Result<()> {
     prepare_groups(plan, groups, preparations, grid)?;
     let views: Vec<&[f32]> = groups.iter().map(AsRef::as_ref).collect();
@@ -279,7 +279,7 @@ pub fn prepare_and_gather_into<B: AsRef<[f32]> + AsMut<[f32]>>(
 pub fn prepare_and_gather_into_steps<B: AsRef<[f32]> + AsMut<[f32]>, O: AsMut<[f32]>>(
     plan: &BatchPlan,
     groups: &mut [B],
-    preparations: &[&Preparation],
+    preparations: &[&Normalization],
     grid: Grid,
     steps: &mut [(O, O)],
 ) -> Result<()> {
@@ -294,7 +294,7 @@ pub fn prepare_and_gather_into_steps<B: AsRef<[f32]> + AsMut<[f32]>, O: AsMut<[f
 fn prepare_groups<B: AsRef<[f32]> + AsMut<[f32]>>(
     plan: &BatchPlan,
     groups: &mut [B],
-    preparations: &[&Preparation],
+    preparations: &[&Normalization],
     grid: Grid,
 ) -> Result<()> {
     let lens: Vec<usize> = groups.iter().map(|b| b.as_ref().len()).collect();
@@ -338,10 +338,10 @@ pub fn fill_groups<E>(
 pub fn reference_batch<E: From<Error>>(
     samples: &[Sample],
     roles: &Roles,
-    preparations: &[&Preparation],
+    preparations: &[&Normalization],
     grid: Grid,
     mut fetch: impl FnMut(usize, usize, usize, &mut [f32]) -> Result<(), E>,
-) -> Result<HostBatch, E> {
+) -> Result<GatheredBatch, E> {
     let channels: Vec<usize> = preparations.iter().map(|p| p.channels()).collect();
     // The plan is built only to apply the same input validation; its maps are not used.
     let plan = BatchPlan::new(samples, roles, &channels)?;
@@ -349,7 +349,7 @@ pub fn reference_batch<E: From<Error>>(
     let c_prog = channels[roles.input];
     let c_bound = roles.boundary.map_or(0, |b| channels[b]);
     let states = plan.states();
-    let mut out = HostBatch::default();
+    let mut out = GatheredBatch::default();
     out.reshape(samples.len(), grid, states, c_prog, c_bound, plan.steps());
     let mut scratch = vec![0.0f32; plane];
     let mut put = |source: usize, time: usize, dst: &mut [f32]| -> Result<(), E> {

@@ -8,7 +8,7 @@
 //! - [`Schedule`]: seeded, DDP-aware epoch orders identical to Samudra's samplers.
 //! - [`BatchPlan`]: the unique `(time, channel)` planes of a batch per source, read once, and the
 //!   rows each `(sample, step, role, state)` gathers.
-//! - [`Preparation`], [`gather`]: normalization and land masking once per plane, then the model layout;
+//! - [`Normalization`], [`gather`]: normalization and land masking once per plane, then the model layout;
 //!   [`reference_batch`] is the naive path the fast one must equal bit for bit.
 //!
 //! ```
@@ -31,6 +31,8 @@
 //! This crate has no features and depends only on `serde`, `thiserror` and `rayon` (the host
 //! normalization and gather run on the caller's rayon pool).
 
+#![warn(missing_docs)]
+
 mod error;
 mod gather;
 mod plan;
@@ -42,11 +44,11 @@ mod window;
 
 pub use error::{Error, Result};
 pub use gather::{
-    HostBatch, StepBatch, check_groups, fill_groups, gather, gather_into, gather_into_steps, prepare_and_gather,
+    GatheredBatch, GatheredStep, check_groups, fill_groups, gather, gather_into, gather_into_steps, prepare_and_gather,
     prepare_and_gather_into, prepare_and_gather_into_steps, reference_batch, step_lens,
 };
 pub use plan::{BatchPlan, PlaneCount, ReadGroup, Role, RoleRows, Roles};
-pub use prepare::{Grid, LandMask, NormOrder, Preparation, nan_to_num, prepare_value};
+pub use prepare::{Grid, LandMask, NormOrder, Normalization, nan_to_num, prepare_value};
 pub use schedule::{Ddp, Order, Schedule, Tail};
 pub use space::{Sample, SampleSpace};
 pub use window::{WindowConfig, WindowSpec};

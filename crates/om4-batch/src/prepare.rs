@@ -113,7 +113,7 @@ impl LandMask {
 
 /// Statistics, mask and order for the channels of one source.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Preparation {
+pub struct Normalization {
     mean: Vec<f32>,
     std: Vec<f32>,
     mask: LandMask,
@@ -121,7 +121,7 @@ pub struct Preparation {
     fill: f32,
 }
 
-impl Preparation {
+impl Normalization {
     /// Builds a preparation; `fill` is Samudra's `masked_fill_value` (0 by default).
     ///
     /// # Errors

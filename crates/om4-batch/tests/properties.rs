@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use om4_batch::{
-    BatchPlan, Ddp, Grid, HostBatch, LandMask, NormOrder, Order, Preparation, Role, Roles, Sample, SampleSpace,
-    Schedule, StepBatch, Tail, WindowSpec, fill_groups, gather_into, gather_into_steps, prepare_and_gather,
+    BatchPlan, Ddp, GatheredBatch, GatheredStep, Grid, LandMask, NormOrder, Normalization, Order, Role, Roles, Sample,
+    SampleSpace, Schedule, Tail, WindowSpec, fill_groups, gather_into, gather_into_steps, prepare_and_gather,
     prepare_and_gather_into, prepare_and_gather_into_steps, reference_batch, step_lens,
 };
 use proptest::prelude::*;
@@ -30,11 +30,11 @@ fn fetch(source: usize, t: usize, c: usize, out: &mut [f32]) -> Result<(), om4_b
     Ok(())
 }
 
-fn preparation(source: usize, channels: usize, plane: usize, order: NormOrder) -> Preparation {
+fn preparation(source: usize, channels: usize, plane: usize, order: NormOrder) -> Normalization {
     let mean = (0..channels).map(|c| c as f32 * 0.5 - (source as f32)).collect();
     let std = (0..channels).map(|c| 1.0 + c as f32 * 0.25).collect();
     let wet = (0..channels * plane).map(|i| !(i * 31 + source).is_multiple_of(5)).collect();
-    Preparation::new(mean, std, LandMask::new(channels, plane, wet).unwrap(), order, 0.0).unwrap()
+    Normalization::new(mean, std, LandMask::new(channels, plane, wet).unwrap(), order, 0.0).unwrap()
 }
 
 proptest! {
@@ -116,7 +116,7 @@ proptest! {
         let samples: Vec<Sample> = starts.iter().map(|&start| Sample { spec, start }).collect();
         let roles = if c_bound > 0 { Roles::samudra() } else { Roles { input: 0, label: 0, boundary: None } };
         let preps = [preparation(0, c_prog, plane, order), preparation(1, c_bound.max(1), plane, order)];
-        let prep_refs: Vec<&Preparation> = preps.iter().collect();
+        let prep_refs: Vec<&Normalization> = preps.iter().collect();
         let channels = [c_prog, c_bound.max(1)];
         let plan = BatchPlan::new(&samples, &roles, &channels).unwrap();
         let mut groups = fill_groups(&plan, grid, fetch).unwrap();
@@ -125,8 +125,8 @@ proptest! {
         prop_assert!(fast.bitwise_eq(&naive));
         // Reused outputs: a batch of another shape, then the same shape full of junk, are overwritten exactly.
         let views: Vec<&[f32]> = groups.iter().map(Vec::as_slice).collect();
-        let junk = StepBatch { input: vec![f32::NAN; 5], label: vec![-1.0; 3 * plane] };
-        let mut reused = HostBatch { steps: vec![junk; spec.steps() + 1], ..HostBatch::default() };
+        let junk = GatheredStep { input: vec![f32::NAN; 5], label: vec![-1.0; 3 * plane] };
+        let mut reused = GatheredBatch { steps: vec![junk; spec.steps() + 1], ..GatheredBatch::default() };
         gather_into(&plan, &views, grid, &mut reused).unwrap();
         prop_assert!(reused.bitwise_eq(&naive));
         reused.steps.iter_mut().for_each(|s| { s.input.fill(f32::NAN); s.label.fill(f32::INFINITY) });
@@ -136,8 +136,8 @@ proptest! {
         let (n_in, n_label) = step_lens(&plan, grid);
         let mut owned: Vec<(Vec<f32>, Vec<f32>)> = (0..spec.steps()).map(|_| (vec![f32::NAN; n_in], vec![-0.0; n_label])).collect();
         gather_into_steps(&plan, &views, grid, &mut owned).unwrap();
-        let as_batch = |steps: &[(Vec<f32>, Vec<f32>)]| HostBatch {
-            steps: steps.iter().map(|(input, label)| StepBatch { input: input.clone(), label: label.clone() }).collect(),
+        let as_batch = |steps: &[(Vec<f32>, Vec<f32>)]| GatheredBatch {
+            steps: steps.iter().map(|(input, label)| GatheredStep { input: input.clone(), label: label.clone() }).collect(),
             ..naive.clone()
         };
         prop_assert!(as_batch(&owned).bitwise_eq(&naive));
@@ -218,7 +218,7 @@ fn mismatched_preparations_are_errors_and_leave_buffers_untouched() {
         (vec![&p0], "preparation list"),
     ] {
         let mut g = groups.clone();
-        let mut out = HostBatch::default();
+        let mut out = GatheredBatch::default();
         match prepare_and_gather_into(&plan, &mut g, &preps, grid, &mut out) {
             Err(om4_batch::Error::BufferLength { what: w, .. }) => assert_eq!(w, what),
             other => panic!("expected a mismatch, got {other:?}"),
@@ -228,7 +228,7 @@ fn mismatched_preparations_are_errors_and_leave_buffers_untouched() {
         assert!(out.steps.is_empty());
     }
     let mut g = groups.clone();
-    assert!(prepare_and_gather_into(&plan, &mut g, &[&p0, &p1], grid, &mut HostBatch::default()).is_ok());
+    assert!(prepare_and_gather_into(&plan, &mut g, &[&p0, &p1], grid, &mut GatheredBatch::default()).is_ok());
 }
 
 #[test]

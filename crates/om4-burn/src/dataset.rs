@@ -14,8 +14,8 @@ use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::{Device, Tensor};
 use om4_batch::{BatchPlan, SampleSpace};
 
-use crate::prepare::{DevicePreparation, ModelBatch, StepTensors, prepare_batch};
-use crate::source::{BatchSource, read_groups};
+use crate::prepare::{DeviceNormalization, ModelBatch, StepTensors, prepare_batch};
+use om4_pipeline::{BatchSource, read_groups};
 
 /// One sample's raw host planes: its single-sample plan and one buffer per read group.
 #[derive(Debug, Clone)]
@@ -95,21 +95,21 @@ impl<S: BatchSource + std::fmt::Debug> Dataset<SampleItem> for Om4Dataset<S> {
 /// as errors instead.
 #[derive(Debug, Clone)]
 pub struct Om4Batcher {
-    preparations: Arc<Vec<om4_batch::Preparation>>,
+    preparations: Arc<Vec<om4_batch::Normalization>>,
     grid: om4_batch::Grid,
 }
 
 impl Om4Batcher {
     /// A batcher for a source's preparations.
     pub fn new<S: BatchSource>(source: &S) -> Self {
-        Self { preparations: Arc::new(source.preparations().to_vec()), grid: source.grid() }
+        Self { preparations: Arc::new(source.normalizations().to_vec()), grid: source.grid() }
     }
 }
 
 impl Batcher<SampleItem, ModelBatch> for Om4Batcher {
     fn batch(&self, items: Vec<SampleItem>, device: &Device) -> ModelBatch {
-        let preps: Vec<DevicePreparation> =
-            self.preparations.iter().map(|p| DevicePreparation::new(p, self.grid, device)).collect();
+        let preps: Vec<DeviceNormalization> =
+            self.preparations.iter().map(|p| DeviceNormalization::new(p, self.grid, device)).collect();
         let per_item: Vec<ModelBatch> = items
             .iter()
             .map(|item| {

@@ -1,14 +1,13 @@
-//! Burn integration for om4: a prefetching loader that keeps a model fed from OM4 stores.
+//! Burn adapter for om4: batches from om4-pipeline's loader as tensors on a Burn device.
 //!
-//! - [`Loader`]: one producer thread reads batch N+1.. (each unique plane once, fanned out over a
-//!   shared [`om4_store::ReadPool`]) into pooled host buffers while the model computes batch N;
-//!   with `prefetch_to_device` an upload thread moves each group buffer to the device once,
-//!   normalizes and masks each plane once with tensor ops and gathers the model batch with `select`
-//!   (on the CPU backend, om4-batch's parallel host path does this instead: [`PrepareOn`]).
-//!   Batches come out in schedule order; exhaustion, early drop, read errors and producer panics
-//!   end cleanly, with every buffer back in the [`BufferPool`].
-//! - [`Om4Source`]: a validated store split (channels, statistics, masks, time range), behind the
-//!   [`BatchSource`] trait.
+//! om4-pipeline does everything that needs no framework (sources, pooled buffers, the
+//! prefetching loader, host preparation); this crate holds only what needs Burn:
+//!
+//! - [`Loader`]: the pipeline's loader plus a last stage that makes each batch a [`ModelBatch`] on
+//!   the device, on an upload thread with `prefetch_to_device`. Pooled host buffers become the
+//!   tensors' own bytes (no host copy, [`staging`](self) below); on the CPU backend batches are
+//!   normalized, masked and gathered on the host, elsewhere each group buffer is uploaded once and
+//!   prepared with tensor ops ([`DeviceNormalization`]).
 //! - [`Om4Dataset`] and [`Om4Batcher`]: Burn `Dataset`/`Batcher` adapters for `DataLoaderBuilder`.
 //!
 //! ```
@@ -33,33 +32,30 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Host staging buffers are handed to Burn as the tensors' own bytes (no host copy); each returns
-//! to the [`BufferPool`] when the backend has finished with it (on CUDA, after the copy's fence).
-//! The host path gathers model batches into buffers of a second pool of the same kind
-//! ([`Loader::output_buffers`]), handed over the same way, so a steady run faults in no new
-//! memory per batch.
+//! Host staging buffers are handed to Burn as the tensors' own bytes; each returns to its
+//! [`BufferPool`] when the backend has finished with it (on CUDA, after the copy's fence), so a
+//! steady run faults in no new memory per batch.
 //!
 //! Crate features (all off by default; everything builds and tests on the CPU `flex` backend):
-//! - `pinned`: page-locked staging buffers through cudarc (`BufferPool::pinned`), which cubecl
-//!   DMAs without restaging, and `cuda::staging_check` (run by `scripts/gpu-check.sh`). The
-//!   driver is loaded at run time, so this builds without a CUDA toolkit.
+//! - `pinned`: page-locked staging buffers (`BufferPool::pinned`, from om4-pipeline), which cubecl
+//!   DMAs without restaging. The driver is loaded at run time, so this builds without a toolkit.
 //! - `cuda`: Burn's CUDA backend, with `pinned`. `vulkan`: Burn's wgpu/Vulkan backend.
 
-mod buffers;
-#[cfg(feature = "pinned")]
-pub mod cuda;
+#![warn(missing_docs)]
+
 mod dataset;
 mod error;
 mod loader;
 mod prepare;
-mod source;
 mod staging;
-mod telemetry;
 
-pub use buffers::{BufferPool, PooledBuf};
 pub use dataset::{Om4Batcher, Om4Dataset, SampleItem};
 pub use error::{Error, Result};
-pub use loader::{EpochIter, LoadedBatch, Loader, LoaderConfig, PrepareOn};
-pub use prepare::{DevicePreparation, ModelBatch, StepTensors, label_mask, prepare_batch};
-pub use source::{BatchSource, Om4Source, SourceConfig};
-pub use telemetry::{BatchTelemetry, EpochSummary, Percentiles};
+pub use loader::{EpochIter, LoadedBatch, Loader};
+pub use prepare::{DeviceNormalization, ModelBatch, StepTensors, label_mask, prepare_batch, to_model_batch};
+
+// The pipeline's vocabulary, so that a Burn user needs one import path.
+pub use om4_pipeline::{
+    BatchSource, BatchTelemetry, BufferPool, EpochSummary, LoaderConfig, MemorySource, Om4Source, Percentiles,
+    PrepareOn, SourceConfig,
+};

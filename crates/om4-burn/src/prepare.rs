@@ -1,12 +1,12 @@
-//! Device-side preparation: each group buffer goes to the device once, each unique plane is
-//! normalized and masked once with tensor ops, then `select` gathers the model batch.
+//! Batches on a Burn device: prepared host batches become tensors without a copy; raw ones go to
+//! the device once per group buffer, each unique plane is normalized and masked once with tensor
+//! ops, then `select` gathers the model batch.
 
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
-use om4_batch::{BatchPlan, Grid, NormOrder, Preparation, ReadGroup, Role};
+use om4_batch::{BatchPlan, Grid, NormOrder, Normalization, ReadGroup, Role};
 
-use std::sync::Arc;
+use om4_pipeline::{HostBatch, PooledBuf};
 
-use crate::buffers::{BufferPool, PooledBuf};
 use crate::error::Result;
 use crate::staging;
 
@@ -28,9 +28,9 @@ pub struct ModelBatch {
     pub steps: Vec<StepTensors>,
 }
 
-/// One source's statistics and land mask, on a device.
+/// One variable set's normalization (statistics, land mask, order, fill) on a device.
 #[derive(Debug, Clone)]
-pub struct DevicePreparation {
+pub struct DeviceNormalization {
     mean: Tensor<4>,
     std: Tensor<4>,
     land: Tensor<4, Bool>,
@@ -40,9 +40,9 @@ pub struct DevicePreparation {
     plane: usize,
 }
 
-impl DevicePreparation {
-    /// Uploads a host preparation.
-    pub fn new(prep: &Preparation, grid: Grid, device: &Device) -> Self {
+impl DeviceNormalization {
+    /// Uploads a host normalization.
+    pub fn new(prep: &Normalization, grid: Grid, device: &Device) -> Self {
         let c = prep.channels();
         let land: Vec<bool> = prep.mask().as_slice().iter().map(|w| !w).collect();
         Self {
@@ -80,99 +80,54 @@ impl DevicePreparation {
 }
 
 /// Uploads the plan's group buffers (copied), prepares them on `device` and gathers the model
-/// batch. `preparations[s]` belongs to source `s`.
+/// batch. `normalizations[s]` belongs to source `s`.
 ///
 /// # Errors
-/// [`om4_batch::Error::BufferLength`] when buffers or preparations do not match the plan.
+/// [`om4_batch::Error::BufferLength`] when buffers or normalizations do not match the plan.
 pub fn prepare_batch(
     plan: &BatchPlan,
     groups: &[&[f32]],
-    preparations: &[DevicePreparation],
+    normalizations: &[DeviceNormalization],
     grid: Grid,
     device: &Device,
 ) -> Result<ModelBatch> {
-    check(plan, &groups.iter().map(|g| g.len()).collect::<Vec<_>>(), preparations, grid)?;
+    check(plan, &groups.iter().map(|g| g.len()).collect::<Vec<_>>(), normalizations, grid)?;
     let data = plan.groups().iter().zip(groups).map(|(g, buf)| TensorData::new(buf.to_vec(), group_shape(g, grid)));
-    Ok(prepare_data(plan, data, preparations, grid, device))
+    Ok(prepare_data(plan, data, normalizations, grid, device))
 }
 
-/// What a loader prepares batches with: the device preparations, and the host ones when batches
-/// are prepared on the host.
-#[derive(Debug, Clone)]
-pub(crate) struct Preparers {
-    pub(crate) device: Arc<Vec<DevicePreparation>>,
-    pub(crate) host: Option<Arc<Vec<Preparation>>>,
-    /// Where the host path runs (the source's read pool; else rayon's global pool).
-    pub(crate) pool: Option<om4_store::ReadPool>,
-    /// The host path's output buffers, which become the model batch's tensors and come back
-    /// when the backend drops them: reused, not faulted in anew for every batch.
-    pub(crate) outputs: BufferPool,
-}
-
-impl Preparers {
-    /// The model batch of `plan` from its pooled group buffers, on `device`.
-    pub(crate) fn prepare(
-        &self,
-        plan: &BatchPlan,
-        groups: Vec<PooledBuf>,
-        grid: Grid,
-        device: &Device,
-    ) -> Result<ModelBatch> {
-        match &self.host {
-            Some(host) => prepare_pooled_on_host(plan, groups, host, grid, device, self.pool.as_ref(), &self.outputs),
-            None => prepare_pooled(plan, groups, &self.device, grid, device),
+/// The model batch of one host batch on `device`: a prepared batch's step buffers become the
+/// tensors' storage; raw group buffers are uploaded once each and prepared with tensor ops.
+/// Pooled buffers are handed over without a host copy and return to their pool when the backend
+/// has finished with them.
+///
+/// # Errors
+/// [`om4_batch::Error::BufferLength`] when buffers or normalizations do not match the plan.
+pub fn to_model_batch(
+    host: HostBatch,
+    normalizations: &[DeviceNormalization],
+    grid: Grid,
+    device: &Device,
+) -> Result<ModelBatch> {
+    match host {
+        HostBatch::Prepared(prepared) => {
+            let tensor = |buf: PooledBuf, shape| Tensor::<4>::from_data(staging::tensor_data(buf, shape), device);
+            let steps = prepared
+                .steps
+                .into_iter()
+                .map(|s| StepTensors {
+                    input: tensor(s.input, prepared.input_shape),
+                    label: tensor(s.label, prepared.label_shape),
+                })
+                .collect();
+            Ok(ModelBatch { batch: prepared.batch, steps })
+        }
+        HostBatch::Raw { plan, groups } => {
+            check(&plan, &groups.iter().map(|g| g.len()).collect::<Vec<_>>(), normalizations, grid)?;
+            let data = plan.groups().iter().zip(groups).map(|(g, buf)| staging::tensor_data(buf, group_shape(g, grid)));
+            Ok(prepare_data(&plan, data, normalizations, grid, device))
         }
     }
-}
-
-/// [`prepare_batch`] from pooled buffers without a host copy: each buffer becomes its upload's
-/// source and returns to its pool when the backend has finished with it.
-fn prepare_pooled(
-    plan: &BatchPlan,
-    groups: Vec<PooledBuf>,
-    preparations: &[DevicePreparation],
-    grid: Grid,
-    device: &Device,
-) -> Result<ModelBatch> {
-    check(plan, &groups.iter().map(|g| g.len()).collect::<Vec<_>>(), preparations, grid)?;
-    let data = plan.groups().iter().zip(groups).map(|(g, buf)| staging::tensor_data(buf, group_shape(g, grid)));
-    Ok(prepare_data(plan, data, preparations, grid, device))
-}
-
-/// The same batch through om4-batch's host path (each unique plane normalized and masked once,
-/// then gathered, in parallel on `pool` or else the global rayon pool) into step buffers from
-/// `outputs`, which become the tensors' storage. For CPU devices, where this is several times
-/// faster than tensor ops and allocates fewer intermediates; checked bit for bit against the
-/// device path and the naive one.
-fn prepare_pooled_on_host(
-    plan: &BatchPlan,
-    mut groups: Vec<PooledBuf>,
-    preparations: &[Preparation],
-    grid: Grid,
-    device: &Device,
-    pool: Option<&om4_store::ReadPool>,
-    outputs: &BufferPool,
-) -> Result<ModelBatch> {
-    let refs: Vec<&Preparation> = preparations.iter().collect();
-    // Leased here, on the loader's thread: a new allocation is then not made on whichever pool
-    // thread runs the gather (glibc would keep an arena per pool thread).
-    let (n_input, n_label) = om4_batch::step_lens(plan, grid);
-    let mut steps: Vec<(PooledBuf, PooledBuf)> =
-        (0..plan.steps()).map(|_| (outputs.acquire(n_input), outputs.acquire(n_label))).collect();
-    let mut run = || om4_batch::prepare_and_gather_into_steps(plan, &mut groups, &refs, grid, &mut steps);
-    match pool {
-        Some(pool) => pool.install(run)?,
-        None => run()?,
-    }
-    drop(groups); // back to the pool: the step buffers hold everything now
-    let (batch, per_sample) = (plan.batch(), plan.batch() * grid.plane());
-    let tensor = |buf: PooledBuf| {
-        let channels = buf.len() / per_sample;
-        Tensor::<4>::from_data(staging::tensor_data(buf, [batch, channels, grid.y, grid.x]), device)
-    };
-    let steps =
-        steps.into_iter().map(|(input, label)| StepTensors { input: tensor(input), label: tensor(label) }).collect();
-    Ok(ModelBatch { batch, steps })
 }
 
 fn group_shape(g: &ReadGroup, grid: Grid) -> [usize; 4] {
@@ -180,15 +135,15 @@ fn group_shape(g: &ReadGroup, grid: Grid) -> [usize; 4] {
 }
 
 /// Every group has a buffer of its size and a preparation of its channel count and grid.
-fn check(plan: &BatchPlan, lens: &[usize], preparations: &[DevicePreparation], grid: Grid) -> Result<()> {
-    let shapes: Vec<(usize, usize)> = preparations.iter().map(|p| (p.channels, p.plane)).collect();
+fn check(plan: &BatchPlan, lens: &[usize], normalizations: &[DeviceNormalization], grid: Grid) -> Result<()> {
+    let shapes: Vec<(usize, usize)> = normalizations.iter().map(|p| (p.channels, p.plane)).collect();
     Ok(om4_batch::check_groups(plan, lens, &shapes, grid)?)
 }
 
 fn prepare_data(
     plan: &BatchPlan,
     groups: impl Iterator<Item = TensorData>,
-    preparations: &[DevicePreparation],
+    normalizations: &[DeviceNormalization],
     grid: Grid,
     device: &Device,
 ) -> ModelBatch {
@@ -196,7 +151,7 @@ fn prepare_data(
         .groups()
         .iter()
         .zip(groups)
-        .map(|(g, data)| preparations[g.source].apply(Tensor::<4>::from_data(data, device)))
+        .map(|(g, data)| normalizations[g.source].apply(Tensor::<4>::from_data(data, device)))
         .collect();
     let (b, states) = (plan.batch(), plan.states());
     let gather = |role: Role, step: usize| -> Option<Tensor<4>> {
@@ -223,7 +178,7 @@ fn prepare_data(
 }
 
 /// The label mask `(1, (h+1)·C_prog, Y, X)` (prognostic mask repeated per state), 1 on ocean.
-pub fn label_mask(prognostic: &Preparation, states: usize, grid: Grid, device: &Device) -> Tensor<4> {
+pub fn label_mask(prognostic: &Normalization, states: usize, grid: Grid, device: &Device) -> Tensor<4> {
     let wet: Vec<f32> = prognostic.mask().repeat(states).as_slice().iter().map(|&w| f32::from(u8::from(w))).collect();
     Tensor::from_data(TensorData::new(wet, [1, states * prognostic.channels(), grid.y, grid.x]), device)
 }

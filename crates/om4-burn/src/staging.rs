@@ -3,64 +3,15 @@
 //! A [`PooledBuf`] becomes the storage of a `TensorData` through Burn's `AllocationController`:
 //! the backend reads the planes straight from the pooled buffer (on CUDA, a pinned one is DMA'd
 //! without being restaged), and the buffer goes back to its pool only when the backend drops the
-//! bytes, which cubecl does after the copy's fence. This is the crate's one `unsafe` module for
-//! host memory; the CUDA allocation itself lives in `cuda.rs`.
+//! bytes, which cubecl does after the copy's fence. This is the crate's one `unsafe` module; the
+//! pool and the CUDA allocation live in om4-pipeline.
 
 use std::mem::MaybeUninit;
 
 use burn::tensor::{AllocationProperty, Bytes, DType, TensorData};
 use burn_std::{AccessError, AccessPolicy, AllocationController};
 
-use crate::buffers::PooledBuf;
-
-/// Host memory behind a pooled buffer: all of it initialized, `capacity` values long.
-#[derive(Debug)]
-pub(crate) enum HostMem {
-    /// Ordinary (pageable) memory.
-    Pageable(Vec<f32>),
-    /// Page-locked memory from the CUDA driver.
-    #[cfg(feature = "pinned")]
-    Pinned(crate::cuda::PinnedMem),
-}
-
-impl HostMem {
-    /// Zeroed pageable memory of `len` values.
-    pub(crate) fn pageable(len: usize) -> Self {
-        Self::Pageable(vec![0.0; len])
-    }
-
-    pub(crate) fn capacity(&self) -> usize {
-        match self {
-            Self::Pageable(v) => v.len(),
-            #[cfg(feature = "pinned")]
-            Self::Pinned(p) => p.len(),
-        }
-    }
-
-    pub(crate) fn is_pinned(&self) -> bool {
-        match self {
-            Self::Pageable(_) => false,
-            #[cfg(feature = "pinned")]
-            Self::Pinned(_) => true,
-        }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[f32] {
-        match self {
-            Self::Pageable(v) => v,
-            #[cfg(feature = "pinned")]
-            Self::Pinned(p) => p.as_slice(),
-        }
-    }
-
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
-        match self {
-            Self::Pageable(v) => v,
-            #[cfg(feature = "pinned")]
-            Self::Pinned(p) => p.as_mut_slice(),
-        }
-    }
-}
+use om4_pipeline::PooledBuf;
 
 /// The pooled buffer as a Burn allocation: its whole capacity, 4-byte aligned.
 struct Staged(PooledBuf);
@@ -109,7 +60,7 @@ mod tests {
     use burn::tensor::{Device, Tensor};
 
     use super::*;
-    use crate::buffers::BufferPool;
+    use om4_pipeline::BufferPool;
 
     #[test]
     fn handed_over_buffer_is_read_exactly_and_returns_to_its_pool() {

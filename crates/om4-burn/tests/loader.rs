@@ -9,12 +9,13 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::tensor::Device;
 use common::{Faulty, Fixture, bits, fixture, source, tensor_values};
-use om4_batch::{Preparation, SampleSpace, Schedule, WindowSpec, reference_batch};
-use om4_burn::{BatchSource, Error, Loader, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source, PrepareOn};
+use om4_batch::{Normalization, SampleSpace, Schedule, WindowSpec, reference_batch};
+use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source, PrepareOn};
+use om4_pipeline::Error;
 use om4_store::{Om4Store, ReadPool, Selection};
 
 /// The naive host path for a batch, reading every plane on its own from the store.
-fn reference(src: &Om4Source, space: &SampleSpace, indices: &[usize]) -> om4_batch::HostBatch {
+fn reference(src: &Om4Source, space: &SampleSpace, indices: &[usize]) -> om4_batch::GatheredBatch {
     let store: &Om4Store = src.store();
     let cfg_names: Vec<Vec<String>> = vec![
         (0..9).map(|c| om4_store::channel_names(2)[c].clone()).collect(),
@@ -23,7 +24,7 @@ fn reference(src: &Om4Source, space: &SampleSpace, indices: &[usize]) -> om4_bat
     let sets: Vec<_> = cfg_names.iter().map(|n| store.channels(n).unwrap()).collect();
     let pool = ReadPool::new(1).unwrap();
     let sel: Selection = src.selection().clone();
-    let preps: Vec<&Preparation> = src.preparations().iter().collect();
+    let preps: Vec<&Normalization> = src.normalizations().iter().collect();
     let samples = space.samples(indices).unwrap();
     reference_batch(
         &samples,
@@ -32,7 +33,7 @@ fn reference(src: &Om4Source, space: &SampleSpace, indices: &[usize]) -> om4_bat
         src.grid(),
         |s, t, c, out: &mut [f32]| -> Result<(), om4_batch::Error> {
             let one = store.channels(&[&sets[s].channels()[c].name]).unwrap();
-            store.read_into(&pool, &one, &sel, &[t], out).unwrap();
+            store.reader(&pool, &one, &sel).read(&[t], out).unwrap();
             Ok(())
         },
     )
@@ -218,7 +219,7 @@ fn epochs_follow_the_schedule_and_differ() {
 #[derive(Debug)]
 struct WrongStats {
     inner: Arc<Om4Source>,
-    preps: Vec<Preparation>,
+    preps: Vec<Normalization>,
 }
 
 impl BatchSource for WrongStats {
@@ -234,10 +235,10 @@ impl BatchSource for WrongStats {
     fn roles(&self) -> om4_batch::Roles {
         self.inner.roles()
     }
-    fn preparations(&self) -> &[Preparation] {
+    fn normalizations(&self) -> &[Normalization] {
         &self.preps
     }
-    fn read_group(&self, group: &om4_batch::ReadGroup, out: &mut [f32]) -> om4_burn::Result<()> {
+    fn read_group(&self, group: &om4_batch::ReadGroup, out: &mut [f32]) -> om4_pipeline::Result<()> {
         self.inner.read_group(group, out)
     }
 }
@@ -246,7 +247,7 @@ impl BatchSource for WrongStats {
 fn mismatched_statistics_are_an_error_not_a_panic_or_a_short_epoch() {
     let f = fixture(true);
     let src = source(&f);
-    let prog = src.preparations()[0].clone();
+    let prog = src.normalizations()[0].clone();
     let wrong = Arc::new(WrongStats { inner: Arc::clone(&src), preps: vec![prog.clone(), prog] });
     let space = SampleSpace::single(WindowSpec::new(1, 1, 1).unwrap(), src.time_len()).unwrap();
     // Upload thread, consumer thread after host prefetch, and no prefetch at all; both preparations.

@@ -1,7 +1,7 @@
 //! The Samudra ocean emulator in Burn, trained autoregressively from om4 batches.
 //!
 //! - [`SamudraConfig`] and [`Samudra`]: the dilated ConvNeXt U-Net (`v1`, `v2`, `v2_highres`, `tiny`).
-//! - [`Trainer`]: rollout training with masked per-channel MSE, Adam, cosine schedule, gradient
+//! - [`Trainer`]: rollout training from any `om4_pipeline::BatchSource` (an OM4 store by default) with masked per-channel MSE, Adam, cosine schedule, gradient
 //!   clipping and accumulation, a stop on a non-finite loss or gradient norm, dynamic loss weights,
 //!   EMA weights for validation, checkpoints.
 //!
@@ -14,8 +14,19 @@
 //! assert!(model.num_params() > 0);
 //! ```
 
-pub mod model;
-pub mod train;
+#![warn(missing_docs)]
 
+mod checkpoint;
+mod config;
+mod ema;
+mod error;
+mod loss;
+pub mod model;
+mod trainer;
+
+pub use config::{EpochReport, TrainConfig};
+pub use ema::Ema;
+pub use error::{Error, Result};
+pub use loss::{DynamicLoss, Masked, Predictor, cosine_lr, grad_norm, rollout_loss};
 pub use model::{NormKind, Samudra, SamudraConfig, UpsampleKind};
-pub use train::{DynamicLoss, EpochReport, Predictor, TrainConfig, Trainer, cosine_lr, grad_norm, rollout_loss};
+pub use trainer::Trainer;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use burn::tensor::{Device, Tensor, TensorData};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Source, SourceConfig};
-use om4_samudra::train::Masked;
+use om4_samudra::Masked;
 use om4_samudra::{Predictor, SamudraConfig, TrainConfig, Trainer, rollout_loss};
 use om4_store::{ReadPool, SynthConfig, synthesize};
 

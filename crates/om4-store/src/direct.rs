@@ -103,6 +103,7 @@ impl DirectArray {
         })
     }
 
+    #[cfg(feature = "bench-reference")]
     /// Reads the chunk files of the planes of `levels` at time `row` whole into `frames` (one per
     /// plane, reusing their capacity), without decoding: the read half of the composed
     /// read + decode reference. Unsharded arrays only.
@@ -118,6 +119,7 @@ impl DirectArray {
         Ok(())
     }
 
+    #[cfg(feature = "bench-reference")]
     /// Decodes frames from [`DirectArray::fetch_planes`] into `out`, one plane each: the decode half.
     pub(crate) fn decode_planes(&self, frames: &[Vec<u8>], out: &mut [f32]) -> Result<(), BoxError> {
         let plane = out.len() / frames.len().max(1);

@@ -30,7 +30,7 @@
 //! let selection = store.select(Some("1958-01-01"), Some("1958-02-01"))?; // six 5-day steps
 //! let pool = ReadPool::new(2)?;
 //! let mut planes = vec![0f32; 3 * set.len() * set.grid().plane()];
-//! store.read_into(&pool, &set, &selection, &[0, 2, 5], &mut planes)?;
+//! store.reader(&pool, &set, &selection).read(&[0, 2, 5], &mut planes)?;
 //! assert!(planes.iter().any(|v| v.is_nan())); // land
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -39,24 +39,37 @@
 //! blosc frame or one zstd frame (the published OM4 layout) are decoded straight into the caller's
 //! buffer; every other layout is read through zarrs. Tests hold both paths to the same bits.
 //!
-//! This crate has no features. It compiles C-Blosc (via `zarrs`' `blosc-src`) and zstd.
+//! It compiles C-Blosc (via `zarrs`' `blosc-src`) and zstd. Feature `bench-reference` (for
+//! `om4 bench read --reference` only) adds `Om4Store::read_decode_reference`, the composed
+//! read-then-decode path reads are measured against.
+
+#![warn(missing_docs)]
 
 mod channel;
+mod channels;
 mod direct;
 mod error;
+mod masks;
 mod meta;
 mod pool;
+mod read;
+#[cfg(feature = "bench-reference")]
+mod reference;
 mod stats;
 mod store;
 mod synth;
 mod time;
 mod zarr;
 
+pub use channels::{Channel, ChannelSet};
 pub use error::{BoxError, Error, Result};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
 pub use pool::ReadPool;
-pub use stats::{ChannelStats, compute_statistics, write_statistics};
-pub use store::{Channel, ChannelSet, Layout, Om4Store, ReadDecodeTimes, Selection, StatsStore};
+pub use read::Reader;
+#[cfg(feature = "bench-reference")]
+pub use reference::ReadDecodeTimes;
+pub use stats::{ChannelStats, StatsStore, compute_statistics, write_statistics};
+pub use store::{Layout, Om4Store, Selection};
 pub use synth::{
     DEPTH_VARS, DZ, LEV, SURFACE_VARS, SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, channel_names,
     synthesize,

@@ -2,13 +2,15 @@
 //! mean and population standard deviation (ddof 0) over every ocean cell (the channel's land mask
 //! applied, NaN skipped) of every time step of a selection, and the statistics stores written from them.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use crate::channels::{Channel, ChannelSet};
 use crate::error::{Error, Result};
 use crate::pool::ReadPool;
-use crate::store::{ChannelSet, Om4Store, Selection};
+use crate::store::{Om4Store, Selection};
 use crate::synth::{StatEntry, SynthCodec, SynthConfig, SynthFormat, SynthPaths, write_stat_store};
 
 /// One channel's statistics.
@@ -78,7 +80,7 @@ pub fn compute_statistics(
         let t1 = (t0 + block).min(total);
         let positions: Vec<usize> = (t0..t1).collect();
         buf.resize(positions.len() * channels * plane, 0.0);
-        store.read_into(pool, set, selection, &positions, &mut buf)?;
+        store.reader(pool, set, selection).read(&positions, &mut buf)?;
         let data = &buf;
         pool.install(|| {
             sums.par_iter_mut().enumerate().for_each(|(c, acc)| {
@@ -150,4 +152,64 @@ pub fn write_statistics(dir: &Path, set: &ChannelSet, stats: &[(f32, f32)]) -> R
         write_stat_store(path, &cfg, &entries)?;
     }
     Ok((paths.means, paths.stds))
+}
+
+/// Normalization statistics (`OM4_means.zarr` or `OM4_stds.zarr`): a 0-d array per flat channel or
+/// a `lev` vector per compact variable.
+#[derive(Debug)]
+pub struct StatsStore {
+    store: Om4Store,
+}
+
+impl StatsStore {
+    /// Opens a statistics store.
+    ///
+    /// # Errors
+    /// As [`Om4Store::open`].
+    pub fn open(root: impl AsRef<Path>) -> Result<Self> {
+        Ok(Self { store: Om4Store::open(root)? })
+    }
+
+    /// One value per channel of `set`, in order.
+    ///
+    /// # Errors
+    /// [`Error::UnknownChannel`] when the statistics do not cover a channel; [`Error::Invalid`] for
+    /// a statistic that is not a finite scalar.
+    pub fn values(&self, set: &ChannelSet) -> Result<Vec<f32>> {
+        // A compact variable's `lev` vector is read once for all its levels.
+        let mut arrays = BTreeMap::new();
+        set.channels.iter().map(|ch| self.value(ch, &mut arrays)).collect()
+    }
+
+    fn value(&self, ch: &Channel, arrays: &mut BTreeMap<String, Vec<f64>>) -> Result<f32> {
+        let s = &self.store;
+        let candidates: Vec<(String, usize)> = match ch.level {
+            Some(k) => vec![(ch.name.clone(), 0), (ch.var().to_string(), k)],
+            None => vec![(ch.name.clone(), 0)],
+        };
+        for (name, index) in &candidates {
+            if let Some(e) = s.broken_error(name) {
+                return Err(e);
+            }
+            let Some(info) = s.arrays.get(name) else {
+                continue;
+            };
+            let n: u64 = info.shape.iter().product();
+            let scalar = n == 1 && *name == ch.name;
+            let vector = info.shape.len() == 1 && *name != ch.name && (*index as u64) < info.shape[0];
+            if !(scalar || vector) {
+                continue;
+            }
+            let v = s.read_once(arrays, name)?[if scalar { 0 } else { *index }];
+            if !v.is_finite() {
+                return Err(s.invalid(name, format!("statistic for {:?} is {v}", ch.name)));
+            }
+            return Ok(v as f32);
+        }
+        Err(Error::UnknownChannel {
+            store: s.root.clone(),
+            channel: ch.name.clone(),
+            reason: format!("no statistic (looked for a scalar {:?} or a level vector {:?})", ch.name, ch.var()),
+        })
+    }
 }

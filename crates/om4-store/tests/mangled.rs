@@ -141,7 +141,7 @@ fn exercise(folder: &Path) -> usize {
     }
     let mut out = vec![0f32; set.len() * plane];
     let pool = ReadPool::new(2).unwrap();
-    match store.read_into(&pool, &set, &sel, &[0], &mut out) {
+    match store.reader(&pool, &set, &sel).read(&[0], &mut out) {
         Ok(()) => 5,
         Err(_) => 4,
     }
@@ -264,7 +264,7 @@ proptest! {
             let sel = store.select(None, None).unwrap();
             let positions: Vec<usize> = (0..sel.len()).collect();
             let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
-            store.read_into(&ReadPool::new(2).unwrap(), &set, &sel, &positions, &mut out).is_ok()
+            store.reader(&ReadPool::new(2).unwrap(), &set, &sel).read(&positions, &mut out).is_ok()
         });
         prop_assert!(outcome.is_ok(), "panicked on {} {what}", path.display());
     }

@@ -54,13 +54,13 @@ proptest! {
         let plane = set.grid().plane();
         let pool = ReadPool::new(threads).unwrap();
         let mut together = vec![0f32; positions.len() * names.len() * plane];
-        store.read_into(&pool, &set, &sel, &positions, &mut together).unwrap();
+        store.reader(&pool, &set, &sel).read(&positions, &mut together).unwrap();
         let one_pool = ReadPool::new(1).unwrap();
         for (i, &p) in positions.iter().enumerate() {
             for (c, name) in names.iter().enumerate() {
                 let single = store.channels(&[*name]).unwrap();
                 let mut one = vec![0f32; plane];
-                store.read_into(&one_pool, &single, &sel, &[p], &mut one).unwrap();
+                store.reader(&one_pool, &single, &sel).read(&[p], &mut one).unwrap();
                 prop_assert_eq!(bits(&together[(i * names.len() + c) * plane..][..plane]), bits(&one));
             }
         }

@@ -20,7 +20,7 @@ fn naive(store: &Om4Store, names: &[String]) -> Vec<ChannelStats> {
             let mut plane = vec![0f32; set.grid().plane()];
             let (mut shift, mut n, mut sum, mut sum_sq) = (None, 0u64, 0f64, 0f64);
             for t in 0..sel.len() {
-                store.read_into(&pool, &set, &sel, &[t], &mut plane).unwrap();
+                store.reader(&pool, &set, &sel).read(&[t], &mut plane).unwrap();
                 for (&x, &w) in plane.iter().zip(wet.channel(0)) {
                     if w && !x.is_nan() {
                         let k: f64 = *shift.get_or_insert(f64::from(x));

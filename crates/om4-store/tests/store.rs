@@ -72,8 +72,8 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
         let mut direct = vec![0f32; 7 * set.len() * 60];
         let mut via_zarrs = direct.clone();
         let pool = ReadPool::new(2).unwrap();
-        store.read_into(&pool, &set, &sel, &positions, &mut direct).unwrap();
-        store.read_into(&pool, &set.zarrs_only(), &sel, &positions, &mut via_zarrs).unwrap();
+        store.reader(&pool, &set, &sel).read(&positions, &mut direct).unwrap();
+        store.reader(&pool, &set.zarrs_only(), &sel).read(&positions, &mut via_zarrs).unwrap();
         assert_eq!(bits(&direct), bits(&via_zarrs), "{cfg:?}");
         // The composed read + decode reference decodes the same bits, or declines arrays it cannot measure.
         let mut reference = vec![0f32; direct.len()];
@@ -113,8 +113,8 @@ fn compact_levels_share_one_decode_per_time() {
     let sel = store.select(None, None).unwrap();
     let mut a = vec![0f32; 2 * 3 * 60];
     let mut b = a.clone();
-    store.read_into(&pool, &set, &sel, &[6, 1], &mut a).unwrap();
-    flat_store.read_into(&pool, &flat_set, &sel, &[6, 1], &mut b).unwrap();
+    store.reader(&pool, &set, &sel).read(&[6, 1], &mut a).unwrap();
+    flat_store.reader(&pool, &flat_set, &sel).read(&[6, 1], &mut b).unwrap();
     assert_eq!(bits(&a), bits(&b));
 }
 
@@ -129,7 +129,7 @@ fn lev_time_order_reads_like_time_lev() {
     let sel = store.select(None, None).unwrap();
     let pool = ReadPool::new(2).unwrap();
     let mut expected = vec![0f32; 7 * 3 * 60];
-    store.read_into(&pool, &set, &sel, &(0..7).collect::<Vec<_>>(), &mut expected).unwrap();
+    store.reader(&pool, &set, &sel).read(&(0..7).collect::<Vec<_>>(), &mut expected).unwrap();
     let arr = paths.data.join("thetao");
     for t in 0..7 {
         std::fs::remove_file(arr.join(format!("{t}.0.0.0"))).unwrap();
@@ -149,7 +149,7 @@ fn lev_time_order_reads_like_time_lev() {
     let store = Om4Store::open(&paths.data).unwrap();
     let set = store.channels(&["thetao_0", "thetao_1", "thetao_2"]).unwrap();
     let mut got = vec![0f32; 7 * 3 * 60];
-    store.read_into(&pool, &set, &sel, &(0..7).collect::<Vec<_>>(), &mut got).unwrap();
+    store.reader(&pool, &set, &sel).read(&(0..7).collect::<Vec<_>>(), &mut got).unwrap();
     assert_eq!(bits(&got), bits(&expected));
 }
 
@@ -167,10 +167,10 @@ fn time_selection_maps_positions_to_rows() {
     let pool = ReadPool::new(1).unwrap();
     let mut by_sel = vec![0f32; 60];
     let mut by_row = vec![0f32; 60];
-    store.read_into(&pool, &set, &sel, &[1], &mut by_sel).unwrap();
-    store.read_into(&pool, &set, &Selection { rows: 0..7 }, &[3], &mut by_row).unwrap();
+    store.reader(&pool, &set, &sel).read(&[1], &mut by_sel).unwrap();
+    store.reader(&pool, &set, &Selection { rows: 0..7 }).read(&[3], &mut by_row).unwrap();
     assert_eq!(bits(&by_sel), bits(&by_row));
-    let err = store.read_into(&pool, &set, &sel, &[3], &mut by_sel).unwrap_err();
+    let err = store.reader(&pool, &set, &sel).read(&[3], &mut by_sel).unwrap_err();
     assert!(matches!(err, Error::Request { .. }), "{err}");
     assert!(store.select(Some("1958-02-30"), None).is_err());
 }
@@ -224,11 +224,11 @@ fn missing_chunk_reads_nan_and_corrupt_chunk_is_named() {
     let pool = ReadPool::new(2).unwrap();
     let set = store.channels(&["zos"]).unwrap();
     let mut out = vec![0f32; 60];
-    store.read_into(&pool, &set, &sel, &[3], &mut out).unwrap();
+    store.reader(&pool, &set, &sel).read(&[3], &mut out).unwrap();
     assert!(out.iter().all(|v| v.is_nan()));
     let set = store.channels(&["so_0", "so_1"]).unwrap();
     let mut out = vec![0f32; 3 * 2 * 60];
-    match store.read_into(&pool, &set, &sel, &[2, 4, 5], &mut out) {
+    match store.reader(&pool, &set, &sel).read(&[2, 4, 5], &mut out) {
         Err(Error::Read { array, row, .. }) => assert_eq!((array.as_str(), row), ("so_1", 4)),
         other => panic!("expected a read error, got {other:?}"),
     }
@@ -243,11 +243,11 @@ fn request_errors_are_errors_not_panics() {
     let sel = store.select(None, None).unwrap();
     let pool = ReadPool::new(2).unwrap();
     let mut short = vec![0f32; 119];
-    assert!(matches!(store.read_into(&pool, &set, &sel, &[0], &mut short), Err(Error::Request { .. })));
+    assert!(matches!(store.reader(&pool, &set, &sel).read(&[0], &mut short), Err(Error::Request { .. })));
     let mut out = vec![0f32; 120];
-    assert!(matches!(store.read_into(&pool, &set, &sel, &[7], &mut out), Err(Error::Request { .. })));
+    assert!(matches!(store.reader(&pool, &set, &sel).read(&[7], &mut out), Err(Error::Request { .. })));
     assert!(matches!(
-        store.read_into(&pool, &set, &Selection { rows: 5..9 }, &[0], &mut out),
+        store.reader(&pool, &set, &Selection { rows: 5..9 }).read(&[0], &mut out),
         Err(Error::Request { .. })
     ));
     assert!(matches!(ReadPool::new(0), Err(Error::Pool { .. })));
@@ -389,7 +389,7 @@ fn corrupt_shard_index_is_named() {
     let sel = store.select(None, None).unwrap();
     let pool = ReadPool::new(1).unwrap();
     let mut good = vec![0f32; 60];
-    store.read_into(&pool, &set, &sel, &[5], &mut good).unwrap();
+    store.reader(&pool, &set, &sel).read(&[5], &mut good).unwrap();
     // rows 4..8 live in shard 1; its index (4 × 16 bytes + crc32c) ends the file
     let shard = paths.data.join("so_2/c/1/0/0");
     let mut bytes = std::fs::read(&shard).unwrap();
@@ -398,7 +398,7 @@ fn corrupt_shard_index_is_named() {
     std::fs::write(&shard, bytes).unwrap();
     let mut out = vec![0f32; 60];
     for s in [&set, &set.zarrs_only()] {
-        match store.read_into(&pool, s, &sel, &[5], &mut out) {
+        match store.reader(&pool, s, &sel).read(&[5], &mut out) {
             Err(Error::Read { array, row, .. }) => assert_eq!((array.as_str(), row), ("so_2", 5)),
             other => panic!("expected a read error, got {other:?}"),
         }
@@ -406,8 +406,8 @@ fn corrupt_shard_index_is_named() {
     // the other shard still reads, and equals zarrs
     let mut direct = vec![0f32; 60];
     let mut via_zarrs = vec![0f32; 60];
-    store.read_into(&pool, &set, &sel, &[2], &mut direct).unwrap();
-    store.read_into(&pool, &set.zarrs_only(), &sel, &[2], &mut via_zarrs).unwrap();
+    store.reader(&pool, &set, &sel).read(&[2], &mut direct).unwrap();
+    store.reader(&pool, &set.zarrs_only(), &sel).read(&[2], &mut via_zarrs).unwrap();
     assert_eq!(bits(&direct), bits(&via_zarrs));
 }
 

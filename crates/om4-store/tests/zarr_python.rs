@@ -41,16 +41,16 @@ fn zarr_python_fixtures_read_bit_for_bit() {
         let set = store.channels(&["thetao_0", "thetao_1", "zos"]).unwrap_or_else(|e| panic!("{name}: {e}"));
         let sel = store.select(None, None).unwrap();
         let mut got = vec![0f32; expected.len()];
-        store.read_into(&pool, &set, &sel, &[0, 1, 2, 3, 4], &mut got).unwrap_or_else(|e| panic!("{name}: {e}"));
+        store.reader(&pool, &set, &sel).read(&[0, 1, 2, 3, 4], &mut got).unwrap_or_else(|e| panic!("{name}: {e}"));
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&expected), "{name}");
         let mut via_zarrs = vec![0f32; expected.len()];
-        store.read_into(&pool, &set.zarrs_only(), &sel, &[0, 1, 2, 3, 4], &mut via_zarrs).unwrap();
+        store.reader(&pool, &set.zarrs_only(), &sel).read(&[0, 1, 2, 3, 4], &mut via_zarrs).unwrap();
         assert_eq!(bits(&via_zarrs), bits(&expected), "{name} through zarrs");
         direct_stores += usize::from(set.direct_arrays() > 0);
         // reversed positions read the reversed planes
         let mut rev = vec![0f32; expected.len()];
-        store.read_into(&pool, &set, &sel, &[4, 3, 2, 1, 0], &mut rev).unwrap();
+        store.reader(&pool, &set, &sel).read(&[4, 3, 2, 1, 0], &mut rev).unwrap();
         let block = 3 * 24;
         for t in 0..5 {
             assert_eq!(

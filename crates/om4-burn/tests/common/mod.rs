@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use om4_batch::{Grid, Preparation, ReadGroup, Roles};
-use om4_burn::{BatchSource, Error, Om4Source, SourceConfig};
+use om4_batch::{Grid, Normalization, ReadGroup, Roles};
+use om4_burn::{BatchSource, Om4Source, SourceConfig};
+use om4_pipeline::Error;
 use om4_store::{ReadPool, SynthConfig, synthesize};
 
 pub struct Fixture {
@@ -65,10 +66,10 @@ impl BatchSource for Faulty {
     fn roles(&self) -> Roles {
         self.inner.roles()
     }
-    fn preparations(&self) -> &[Preparation] {
-        self.inner.preparations()
+    fn normalizations(&self) -> &[Normalization] {
+        self.inner.normalizations()
     }
-    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> om4_burn::Result<()> {
+    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> om4_pipeline::Result<()> {
         std::thread::sleep(self.delay);
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
         if call == self.at {

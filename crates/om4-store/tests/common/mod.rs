@@ -28,7 +28,7 @@ pub fn read_all(store: &Om4Store, levels: usize) -> Vec<f32> {
     let sel = store.select(None, None).expect("selection");
     let positions: Vec<usize> = (0..sel.len()).collect();
     let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
-    store.read_into(&ReadPool::new(2).unwrap(), &set, &sel, &positions, &mut out).expect("read");
+    store.reader(&ReadPool::new(2).unwrap(), &set, &sel).read(&positions, &mut out).expect("read");
     out
 }
 

@@ -6,8 +6,6 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::staging::HostMem;
-
 /// Free buffers a pool keeps for reuse unless told otherwise.
 const KEEP_FREE: usize = 3;
 
@@ -22,7 +20,7 @@ struct Shared {
     held: AtomicUsize,
     peak: AtomicUsize,
     #[cfg(feature = "pinned")]
-    pinned: Option<crate::cuda::PinnedAllocator>,
+    pinned: Option<crate::pinned::PinnedAllocator>,
 }
 
 impl Shared {
@@ -60,7 +58,7 @@ impl BufferPool {
 
     /// A new, empty pool of the same kind of memory (pinned or pageable) that keeps up to
     /// `keep_free` free buffers. It never owns more buffers than were ever leased at once.
-    pub(crate) fn sibling(&self, keep_free: usize) -> Self {
+    pub fn sibling(&self, keep_free: usize) -> Self {
         let shared = Shared {
             #[cfg(feature = "pinned")]
             pinned: self.shared.pinned.clone(),
@@ -77,7 +75,7 @@ impl BufferPool {
     /// [`Error::Cuda`] when no CUDA driver or device is available.
     #[cfg(feature = "pinned")]
     pub fn pinned(ordinal: usize) -> crate::Result<Self> {
-        let allocator = crate::cuda::PinnedAllocator::new(ordinal)?;
+        let allocator = crate::pinned::PinnedAllocator::new(ordinal)?;
         Ok(Self { shared: Arc::new(Shared { pinned: Some(allocator), ..Shared::new(KEEP_FREE) }) })
     }
 
@@ -185,6 +183,55 @@ impl BufferPool {
     }
 }
 
+/// Host memory behind a pooled buffer: all of it initialized, `capacity` values long.
+#[derive(Debug)]
+enum HostMem {
+    /// Ordinary (pageable) memory.
+    Pageable(Vec<f32>),
+    /// Page-locked memory from the CUDA driver.
+    #[cfg(feature = "pinned")]
+    Pinned(crate::pinned::PinnedMem),
+}
+
+impl HostMem {
+    /// Zeroed pageable memory of `len` values.
+    fn pageable(len: usize) -> Self {
+        Self::Pageable(vec![0.0; len])
+    }
+
+    fn capacity(&self) -> usize {
+        match self {
+            Self::Pageable(v) => v.len(),
+            #[cfg(feature = "pinned")]
+            Self::Pinned(p) => p.len(),
+        }
+    }
+
+    fn is_pinned(&self) -> bool {
+        match self {
+            Self::Pageable(_) => false,
+            #[cfg(feature = "pinned")]
+            Self::Pinned(_) => true,
+        }
+    }
+
+    fn as_slice(&self) -> &[f32] {
+        match self {
+            Self::Pageable(v) => v,
+            #[cfg(feature = "pinned")]
+            Self::Pinned(p) => p.as_slice(),
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        match self {
+            Self::Pageable(v) => v,
+            #[cfg(feature = "pinned")]
+            Self::Pinned(p) => p.as_mut_slice(),
+        }
+    }
+}
+
 /// A leased buffer; dropping it returns it to its pool (or frees it when the pool keeps enough).
 #[derive(Debug)]
 pub struct PooledBuf {
@@ -200,13 +247,36 @@ impl PooledBuf {
         self.mem.as_ref().is_some_and(HostMem::is_pinned)
     }
 
-    /// The whole allocation (at least `len` values).
-    pub(crate) fn whole(&self) -> &[f32] {
+    /// The whole allocation (at least `len` values, all initialized): what a framework adapter
+    /// hands to its tensors when they take the memory over without a copy.
+    pub fn whole(&self) -> &[f32] {
         self.mem.as_ref().map_or(&[], HostMem::as_slice)
     }
 
-    pub(crate) fn whole_mut(&mut self) -> &mut [f32] {
+    /// The whole allocation, writable.
+    pub fn whole_mut(&mut self) -> &mut [f32] {
         self.mem.as_mut().map_or(&mut [], HostMem::as_mut_slice)
+    }
+
+    /// The values as an owned `Vec` without a copy, for frameworks that take ownership of a
+    /// `Vec` (candle): pageable memory leaves the pool (which forgets it, so the pool allocates
+    /// anew next time); pinned memory cannot become a `Vec` and is copied, returning to its pool.
+    pub fn into_vec(mut self) -> Vec<f32> {
+        let len = self.len;
+        match self.mem.take() {
+            Some(HostMem::Pageable(mut v)) => {
+                self.pool.held.fetch_sub(v.len() * 4, Ordering::Relaxed);
+                v.truncate(len);
+                v
+            }
+            #[cfg(feature = "pinned")]
+            Some(pinned @ HostMem::Pinned(_)) => {
+                let v = pinned.as_slice()[..len].to_vec();
+                self.mem = Some(pinned);
+                v
+            }
+            None => Vec::new(),
+        }
     }
 }
 
@@ -272,5 +342,16 @@ mod tests {
         drop((b, c, d));
         assert_eq!(pool.free(), 3);
         assert_eq!(pool.held_bytes(), (20 + 40 + 50) * 4);
+    }
+
+    #[test]
+    fn into_vec_hands_over_the_values_and_the_pool_forgets_them() {
+        let pool = BufferPool::new();
+        let mut buf = pool.acquire(6);
+        buf.copy_from_slice(&[1.0, -0.0, f32::NAN, 4.0, 5.0, 6.0]);
+        let bits: Vec<u32> = buf.iter().map(|v| v.to_bits()).collect();
+        let v = buf.into_vec();
+        assert_eq!(v.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), bits);
+        assert_eq!((pool.leased(), pool.free(), pool.held_bytes()), (0, 0, 0));
     }
 }

@@ -52,7 +52,7 @@ pub struct EpochSummary {
     pub wait: Percentiles,
     /// Reads.
     pub read: Percentiles,
-    /// Preparation.
+    /// Normalization.
     pub prepare: Percentiles,
     /// Bytes decoded.
     pub bytes: u64,

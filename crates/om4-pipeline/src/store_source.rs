@@ -1,59 +1,15 @@
-//! What the loader reads from: an OM4 store split (time selection), its channels, statistics and masks.
+//! The OM4 Zarr store as a [`BatchSource`]: a validated time split, its channels, statistics
+//! and masks, read concurrently on a shared [`ReadPool`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use om4_batch::{BatchPlan, Grid, NormOrder, Preparation, ReadGroup, Roles};
+use om4_batch::{Grid, NormOrder, Normalization, ReadGroup, Roles};
 use om4_store::{ChannelSet, Om4Store, ReadPool, Selection, StatsStore};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-
-/// Where a batch's planes come from. [`Om4Source`] is the real one; tests wrap it to inject
-/// latency, errors and panics.
-pub trait BatchSource: Send + Sync + 'static {
-    /// Plane size.
-    fn grid(&self) -> Grid;
-    /// Time positions in the selection.
-    fn time_len(&self) -> usize;
-    /// Channels of each source id (prognostic 0, boundary 1).
-    fn channels(&self) -> Vec<usize>;
-    /// Which source feeds which role.
-    fn roles(&self) -> Roles;
-    /// Preparation (statistics, mask, order) of each source id.
-    fn preparations(&self) -> &[Preparation];
-    /// Fills `out`, laid out `(group.times, channels, y, x)`, with the group's raw planes.
-    ///
-    /// # Errors
-    /// Whatever the read reports; `out` may then be partly written.
-    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> Result<()>;
-    /// The pool the reads fan out on, if any: host-side batch preparation runs there too, so that
-    /// reading and preparing share one set of threads instead of competing.
-    fn read_pool(&self) -> Option<&ReadPool> {
-        None
-    }
-}
-
-/// Reads every group of `plan` from `source`, each into a buffer of the group's size from
-/// `alloc(len)`. On error the buffers read so far are dropped (pooled ones go back to their pool).
-///
-/// # Errors
-/// Whatever [`BatchSource::read_group`] reports.
-pub(crate) fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]>>(
-    source: &S,
-    plan: &BatchPlan,
-    mut alloc: impl FnMut(usize) -> B,
-) -> Result<Vec<B>> {
-    let plane = source.grid().plane();
-    plan.groups()
-        .iter()
-        .map(|g| {
-            let mut buf = alloc(g.planes() * plane);
-            source.read_group(g, buf.as_mut())?;
-            Ok(buf)
-        })
-        .collect()
-}
+use crate::source::BatchSource;
 
 /// Data settings with Samudra's words: store paths, channels, normalization.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,7 +61,7 @@ impl SourceConfig {
 pub struct Om4Source {
     store: Arc<Om4Store>,
     sets: Vec<ChannelSet>,
-    preparations: Vec<Preparation>,
+    normalizations: Vec<Normalization>,
     selection: Selection,
     pool: ReadPool,
 }
@@ -129,10 +85,10 @@ impl Om4Source {
         if !config.boundary.is_empty() {
             sets.push(store.channels(&config.boundary)?);
         }
-        let preparations = sets
+        let normalizations = sets
             .iter()
             .map(|set| {
-                Ok(Preparation::new(
+                Ok(Normalization::new(
                     means.values(set)?,
                     stds.values(set)?,
                     store.masks(set)?,
@@ -142,7 +98,7 @@ impl Om4Source {
             })
             .collect::<Result<Vec<_>>>()?;
         let selection = select(&store, &sets[0], start, end)?;
-        Ok(Self { store, sets, preparations, selection, pool })
+        Ok(Self { store, sets, normalizations, selection, pool })
     }
 
     /// The same source over another time range, sharing the open store, channels and pool.
@@ -186,11 +142,11 @@ impl BatchSource for Om4Source {
     fn roles(&self) -> Roles {
         Roles { input: 0, label: 0, boundary: (self.sets.len() > 1).then_some(1) }
     }
-    fn preparations(&self) -> &[Preparation] {
-        &self.preparations
+    fn normalizations(&self) -> &[Normalization] {
+        &self.normalizations
     }
     fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> Result<()> {
-        Ok(self.store.read_into(&self.pool, &self.sets[group.source], &self.selection, &group.times, out)?)
+        Ok(self.store.reader(&self.pool, &self.sets[group.source], &self.selection).read(&group.times, out)?)
     }
 
     fn read_pool(&self) -> Option<&ReadPool> {

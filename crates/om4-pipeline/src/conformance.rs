@@ -1,0 +1,156 @@
+//! The conformance suite every [`BatchSource`] passes (feature `conformance`), in the manner of
+//! object_store's shared backend tests: a new source's tests call [`check_source`] with the
+//! source and the planes it should serve, and get one verdict for everything the loader relies on.
+//!
+//! What it checks, against `truth` (a [`MemorySource`] holding the planes the source should
+//! serve, read by whatever naive path the source's test trusts):
+//! 1. the description matches: grid, time positions, channels, roles and normalizations (bits);
+//! 2. grouped reads of scattered time positions equal the truth bit for bit;
+//! 3. the loader's batches (prefetch 0 and 2) equal om4-batch's naive reference batch built
+//!    from the truth's planes one at a time, for several windows;
+//! 4. a read past the selection, and a buffer of the wrong length, are errors that name the
+//!    problem, not panics.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use om4_batch::{ReadGroup, SampleSpace, Schedule, WindowSpec, reference_batch};
+
+use crate::loader::{HostBatch, Loader, LoaderConfig, PrepareOn};
+use crate::memory::MemorySource;
+use crate::source::BatchSource;
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Runs the whole suite on `source`.
+///
+/// # Errors
+/// The first failed check, said in words.
+pub fn check_source<S: BatchSource>(source: Arc<S>, truth: &MemorySource) -> Result<(), String> {
+    let caught = catch_unwind(AssertUnwindSafe(|| {
+        describe(&*source, truth)?;
+        grouped_reads(&*source, truth)?;
+        batches(&source, truth)?;
+        errors(&*source)
+    }));
+    caught.unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(format!("the source panicked: {message}"))
+    })
+}
+
+fn describe<S: BatchSource>(source: &S, truth: &MemorySource) -> Result<(), String> {
+    let same = source.grid() == truth.grid()
+        && source.time_len() == truth.time_len()
+        && source.channels() == truth.channels()
+        && source.roles() == truth.roles();
+    if !same {
+        return Err(format!(
+            "description differs: grid {:?}/{:?}, times {}/{}, channels {:?}/{:?}, roles {:?}/{:?}",
+            source.grid(),
+            truth.grid(),
+            source.time_len(),
+            truth.time_len(),
+            source.channels(),
+            truth.channels(),
+            source.roles(),
+            truth.roles()
+        ));
+    }
+    for (i, (a, b)) in source.normalizations().iter().zip(truth.normalizations()).enumerate() {
+        let same = bits(a.mean()) == bits(b.mean())
+            && bits(a.std()) == bits(b.std())
+            && a.mask() == b.mask()
+            && a.order() == b.order()
+            && a.fill().to_bits() == b.fill().to_bits();
+        if !same {
+            return Err(format!("normalization of variable set {i} differs"));
+        }
+    }
+    Ok(())
+}
+
+fn grouped_reads<S: BatchSource>(source: &S, truth: &MemorySource) -> Result<(), String> {
+    let n = source.time_len();
+    if n == 0 {
+        return Ok(());
+    }
+    // Scattered, sorted positions: first, last, and a stride through the middle.
+    let mut times: Vec<usize> = (0..n).step_by(3.max(n / 5)).chain([n - 1]).collect();
+    times.dedup();
+    for (set, channels) in source.channels().into_iter().enumerate() {
+        let group = ReadGroup { source: set, times: times.clone(), channels };
+        let len = times.len() * channels * source.grid().plane();
+        let (mut got, mut want) = (vec![0.0; len], vec![0.0; len]);
+        source.read_group(&group, &mut got).map_err(|e| format!("grouped read of set {set} failed: {e}"))?;
+        truth.read_group(&group, &mut want).map_err(|e| format!("truth read of set {set} failed: {e}"))?;
+        if bits(&got) != bits(&want) {
+            return Err(format!("grouped read of set {set} at times {times:?} differs from the truth"));
+        }
+    }
+    Ok(())
+}
+
+fn batches<S: BatchSource>(source: &Arc<S>, truth: &MemorySource) -> Result<(), String> {
+    let grid = source.grid();
+    let norms: Vec<_> = truth.normalizations().iter().collect();
+    let roles = truth.roles();
+    for (history, steps, stride) in [(0, 1, 1), (1, 2, 1), (1, 1, 2)] {
+        let spec = WindowSpec::new(history, steps, stride).map_err(|e| e.to_string())?;
+        let Ok(space) = SampleSpace::single(spec, source.time_len()) else { continue };
+        let schedule = Schedule::training(2, 3, None).map_err(|e| e.to_string())?;
+        for prefetch_batches in [0, 2] {
+            let config = LoaderConfig { prefetch_batches, prepare_on: PrepareOn::Host, ..LoaderConfig::default() };
+            let loader = Loader::new(Arc::clone(source), space.clone(), schedule, config);
+            for batch in loader.epoch(1).map_err(|e| e.to_string())?.take(3) {
+                let batch = batch.map_err(|e| format!("loading a batch failed: {e}"))?;
+                let HostBatch::Prepared(got) = batch.batch else { return Err("expected a prepared batch".into()) };
+                let samples = space.samples(&batch.samples).map_err(|e| e.to_string())?;
+                let want = reference_batch(&samples, &roles, &norms, grid, |s, t, c, out: &mut [f32]| {
+                    let block = norms[s].channels() * grid.plane();
+                    let mut all = vec![0.0; block];
+                    truth
+                        .read_group(&ReadGroup { source: s, times: vec![t], channels: norms[s].channels() }, &mut all)
+                        .map_err(|e| om4_batch::Error::InvalidConfig { field: "truth", reason: e.to_string() })?;
+                    out.copy_from_slice(&all[c * grid.plane()..(c + 1) * grid.plane()]);
+                    Ok::<(), om4_batch::Error>(())
+                })
+                .map_err(|e| e.to_string())?;
+                for (k, (g, w)) in got.steps.iter().zip(&want.steps).enumerate() {
+                    if bits(&g.input) != bits(&w.input) || bits(&g.label) != bits(&w.label) {
+                        return Err(format!(
+                            "batch {:?} step {k} (hist {history}, steps {steps}, stride {stride}, prefetch \
+                             {prefetch_batches}) differs from the naive reference",
+                            batch.samples
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn errors<S: BatchSource>(source: &S) -> Result<(), String> {
+    let channels = source.channels()[0];
+    let plane = source.grid().plane();
+    let past = ReadGroup { source: 0, times: vec![source.time_len()], channels };
+    let mut out = vec![0.0; channels * plane];
+    match source.read_group(&past, &mut out) {
+        Err(e) if !e.to_string().is_empty() => {}
+        Err(_) => return Err("a read past the selection gave an error without a message".into()),
+        Ok(()) => return Err("a read past the selection succeeded".into()),
+    }
+    let first = ReadGroup { source: 0, times: vec![0], channels };
+    let mut short = vec![0.0; channels * plane - 1];
+    if source.read_group(&first, &mut short).is_ok() {
+        return Err("a read into a buffer of the wrong length succeeded".into());
+    }
+    Ok(())
+}

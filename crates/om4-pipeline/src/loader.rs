@@ -1,0 +1,470 @@
+//! The prefetching loader: a producer thread reads batch N+1.. into pooled host buffers while the
+//! model computes batch N; a second stage (on a thread of its own with `prefetch_to_device`, else
+//! on the consumer's) prepares each batch on the host when asked to and hands it to a framework
+//! adapter's `finish` function. Batches come out in schedule order; exhaustion, early drop,
+//! errors and panics end cleanly, with every buffer back in its pool.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, bounded};
+use om4_batch::{BatchPlan, Grid, Normalization, SampleSpace, Schedule};
+use serde::{Deserialize, Serialize};
+
+use crate::buffers::{BufferPool, PooledBuf};
+use crate::error::{Error, Result};
+use crate::prepare::{PreparedBatch, prepare_on_host};
+use crate::source::{BatchSource, read_groups};
+use crate::telemetry::BatchTelemetry;
+
+/// Loader settings, with Samudra's `data.loading` words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoaderConfig {
+    /// Batches read ahead of the consumer (0: read on demand; at most
+    /// [`LoaderConfig::MAX_PREFETCH`]).
+    pub prefetch_batches: usize,
+    /// Threads of the shared read pool (Samudra's default, 32: reads from disk wait on I/O, and
+    /// on page-cache reads more threads than cores cost nothing measurable).
+    pub max_concurrent_reads: usize,
+    /// Finish read-ahead batches too (prepare them and hand them to the framework's device) on a
+    /// second thread, so that the consumer receives them ready.
+    pub prefetch_to_device: bool,
+    /// Where normalization, masking and the gather run (om4's own setting; default `auto`).
+    pub prepare_on: PrepareOn,
+}
+
+impl LoaderConfig {
+    /// The most batches a loader reads ahead: each holds a batch's planes in host memory.
+    pub const MAX_PREFETCH: usize = 64;
+}
+
+impl Default for LoaderConfig {
+    fn default() -> Self {
+        Self { prefetch_batches: 2, max_concurrent_reads: 32, prefetch_to_device: true, prepare_on: PrepareOn::Auto }
+    }
+}
+
+/// Where a batch is normalized, masked and gathered. Both give the same bits. A framework
+/// adapter resolves `Auto` for its device (see [`Loader::prepare_on_host`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrepareOn {
+    /// On the host for the CPU (`flex`) backend, on the device otherwise.
+    #[default]
+    Auto,
+    /// With Burn tensor ops on the loader's device: each group uploaded once, `select` gathers.
+    Device,
+    /// With om4-batch's parallel host path; the gathered buffers become the tensors.
+    Host,
+}
+
+/// The error type an adapter's `finish` function returns; the loader reports it as
+/// [`Error::Adapter`] with the batch's number (an [`Error`] passes through unchanged).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What an adapter turns each host batch into (e.g. tensors on a device); runs on the loader's
+/// second stage.
+pub type Finish<T> = Arc<dyn Fn(HostBatch) -> std::result::Result<T, BoxError> + Send + Sync>;
+
+/// A batch as the consumer receives it: the sample indices, the batch in the form the adapter
+/// made of it, and what it cost.
+#[derive(Debug)]
+pub struct Loaded<B> {
+    /// Sample indices, in schedule order.
+    pub samples: Vec<usize>,
+    /// The batch (a [`HostBatch`] from [`Loader::epoch`], an adapter's tensors otherwise).
+    pub batch: B,
+    /// Timings and sizes.
+    pub telemetry: BatchTelemetry,
+}
+
+/// A batch in host memory, before a framework sees it.
+#[derive(Debug)]
+pub enum HostBatch {
+    /// The raw planes, one pooled buffer per read group of the plan (laid out
+    /// `(group.times, channels, y, x)`), for preparation on the device.
+    Raw {
+        /// The batch's plan.
+        plan: BatchPlan,
+        /// One buffer per group of `plan`.
+        groups: Vec<PooledBuf>,
+    },
+    /// Normalized, masked and gathered on the host, ready to become the model's tensors.
+    Prepared(PreparedBatch),
+}
+
+/// Loads the batches of a schedule from a source into host memory, ahead of the consumer.
+pub struct Loader<S: BatchSource> {
+    source: Arc<S>,
+    space: SampleSpace,
+    schedule: Schedule,
+    config: LoaderConfig,
+    /// The source's normalizations when batches are prepared on the host.
+    on_host: Option<Arc<Vec<Normalization>>>,
+    buffers: BufferPool,
+    outputs: BufferPool,
+}
+
+impl<S: BatchSource> std::fmt::Debug for Loader<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("samples", &self.space.len())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: BatchSource> Loader<S> {
+    /// A loader of `space`'s samples (built over `source.time_len()` positions) in `schedule`'s
+    /// order. It prepares batches on the host unless `config.prepare_on` is
+    /// [`PrepareOn::Device`]; an adapter overrides that with [`prepare_on_host`](Self::prepare_on_host).
+    pub fn new(source: Arc<S>, space: SampleSpace, schedule: Schedule, config: LoaderConfig) -> Self {
+        let buffers = BufferPool::new();
+        let outputs = Self::output_pool(&buffers);
+        let loader = Self { source, space, schedule, config, on_host: None, buffers, outputs };
+        let host = config.prepare_on != PrepareOn::Device;
+        loader.prepare_on_host(host)
+    }
+
+    /// Prepares (normalizes, masks, gathers) each batch on the host, on the source's read pool,
+    /// or leaves its raw planes to the adapter ([`HostBatch::Raw`]).
+    #[must_use]
+    pub fn prepare_on_host(mut self, on_host: bool) -> Self {
+        self.on_host = on_host.then(|| Arc::new(self.source.normalizations().to_vec()));
+        self
+    }
+
+    /// The host path's output pool, of the staging pool's kind of memory. It keeps every buffer
+    /// returned, so it holds at most as many as were ever in use at once (the outputs of the
+    /// batches in flight), and a steady run allocates none.
+    fn output_pool(buffers: &BufferPool) -> BufferPool {
+        buffers.sibling(usize::MAX)
+    }
+
+    /// Uses `buffers` for host staging, e.g. a `BufferPool::pinned` one (feature `pinned`), or
+    /// one pool shared with another loader.
+    #[must_use]
+    pub fn with_buffers(mut self, buffers: BufferPool) -> Self {
+        self.outputs = Self::output_pool(&buffers);
+        self.buffers = buffers;
+        self
+    }
+
+    /// The source.
+    pub fn source(&self) -> &Arc<S> {
+        &self.source
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LoaderConfig {
+        &self.config
+    }
+
+    /// Batches per epoch (the same on every DDP rank).
+    pub fn len(&self) -> usize {
+        self.schedule.len(&self.space.groups())
+    }
+
+    /// True when an epoch yields nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The raw-plane buffer pool (for telemetry and tests).
+    pub fn buffers(&self) -> &BufferPool {
+        &self.buffers
+    }
+
+    /// The pool of the host path's model-batch buffers (see [`PrepareOn`]; for telemetry and tests).
+    pub fn output_buffers(&self) -> &BufferPool {
+        &self.outputs
+    }
+
+    /// True when batches are normalized, masked and gathered on the host (see [`PrepareOn`]).
+    pub fn prepares_on_host(&self) -> bool {
+        self.on_host.is_some()
+    }
+
+    /// The host batches of epoch `epoch` (1-based, as Samudra counts).
+    ///
+    /// # Errors
+    /// As [`epoch_from`](Self::epoch_from).
+    pub fn epoch(&self, epoch: u64) -> Result<Epoch<HostBatch>> {
+        self.epoch_from(epoch, 0)
+    }
+
+    /// The host batches of epoch `epoch` from batch `first_batch` (0-based), as a run resumed
+    /// mid-epoch needs: the batches before it are skipped without being read, and the rest are
+    /// exactly the ones [`epoch`](Self::epoch) yields after them.
+    ///
+    /// # Errors
+    /// As [`epoch_with`](Self::epoch_with).
+    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<Epoch<HostBatch>> {
+        self.epoch_with(epoch, first_batch, Arc::new(Ok))
+    }
+
+    /// Epoch `epoch` from batch `first_batch`, each host batch turned into a `T` by `finish`
+    /// (a framework adapter's upload), ahead of the consumer when `prefetch_to_device` is set.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `first_batch` is past the end of the epoch ([`len`](Self::len)
+    /// itself gives an empty epoch) or `prefetch_batches` is over [`LoaderConfig::MAX_PREFETCH`];
+    /// [`Error::Spawn`] when a loader thread cannot be started.
+    pub fn epoch_with<T: Send + 'static>(&self, epoch: u64, first_batch: usize, finish: Finish<T>) -> Result<Epoch<T>> {
+        if self.config.prefetch_batches > LoaderConfig::MAX_PREFETCH {
+            return Err(Error::Config {
+                field: "prefetch_batches",
+                reason: format!("{} batches; at most {}", self.config.prefetch_batches, LoaderConfig::MAX_PREFETCH),
+            });
+        }
+        let batches = self.schedule.epoch(&self.space.groups(), epoch);
+        if first_batch > batches.len() {
+            return Err(Error::Config {
+                field: "first_batch",
+                reason: format!("batch {first_batch} is past the end of an epoch of {}", batches.len()),
+            });
+        }
+        let total = batches.len() - first_batch;
+        let depth = self.config.prefetch_batches;
+        let source = Arc::clone(&self.source);
+        let space = self.space.clone();
+        let buffers = self.buffers.clone();
+        let mut batches = batches.into_iter().enumerate().skip(first_batch);
+        // Reads the next batch of the schedule; a panic becomes an error naming the batch.
+        let mut produce = move || -> Option<(usize, Result<ReadBatch>)> {
+            let (k, indices) = batches.next()?;
+            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, &buffers, indices)));
+            Some((
+                k,
+                match result {
+                    Ok(r) => r,
+                    Err(panic) => Err(Error::ProducerPanic { batch: k, message: panic_message(&*panic) }),
+                },
+            ))
+        };
+        let stage = Stage {
+            finish,
+            on_host: self.on_host.clone(),
+            grid: self.source.grid(),
+            pool: self.source.read_pool().cloned(),
+            outputs: self.outputs.clone(),
+        };
+        let mut iter = Epoch {
+            feed: Feed::Closed,
+            threads: Vec::new(),
+            first: first_batch,
+            total,
+            remaining: total,
+            finished: false,
+        };
+        if depth == 0 {
+            iter.feed = Feed::Inline(Box::new(move || {
+                let (k, read) = produce()?;
+                Some(read.and_then(|r| stage.run(k, r)))
+            }));
+            return Ok(iter);
+        }
+        let (read_tx, read_rx) = bounded::<(usize, Result<ReadBatch>)>(depth);
+        let reader = std::thread::Builder::new()
+            .name("om4-loader".into())
+            .spawn(move || {
+                while let Some(item) = produce() {
+                    let failed = item.1.is_err();
+                    if read_tx.send(item).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .map_err(|source| Error::Spawn { thread: "loader", source })?;
+        iter.threads.push(reader);
+        if !self.config.prefetch_to_device {
+            iter.feed = Feed::Read(read_rx, stage);
+            return Ok(iter);
+        }
+        let (done_tx, done_rx) = bounded::<Result<Loaded<T>>>(1);
+        let finisher = std::thread::Builder::new()
+            .name("om4-upload".into())
+            .spawn(move || {
+                for (k, read) in read_rx {
+                    let item = read.and_then(|r| stage.run(k, r));
+                    let failed = item.is_err();
+                    if done_tx.send(item).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .map_err(|source| Error::Spawn { thread: "upload", source })?;
+        iter.threads.push(finisher);
+        iter.feed = Feed::Finished(done_rx);
+        Ok(iter)
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Raw planes of one batch, as the producer read them.
+struct ReadBatch {
+    samples: Vec<usize>,
+    plan: BatchPlan,
+    groups: Vec<PooledBuf>,
+    telemetry: BatchTelemetry,
+}
+
+fn read_batch<S: BatchSource + ?Sized>(
+    source: &S,
+    space: &SampleSpace,
+    buffers: &BufferPool,
+    indices: Vec<usize>,
+) -> Result<ReadBatch> {
+    let _span = tracing::debug_span!("om4_batch_read", samples = indices.len()).entered();
+    let t0 = Instant::now();
+    let samples = space.samples(&indices)?;
+    let plan = BatchPlan::new(&samples, &source.roles(), &source.channels())?;
+    let plane = source.grid().plane();
+    let groups = read_groups(source, &plan, |len| buffers.acquire(len))?;
+    let planes = plan.planes();
+    let telemetry = BatchTelemetry {
+        read: t0.elapsed(),
+        bytes: (planes.unique * plane * 4) as u64,
+        planes,
+        ..BatchTelemetry::default()
+    };
+    Ok(ReadBatch { samples: indices, plan, groups, telemetry })
+}
+
+/// The second stage: host preparation when asked for, then the adapter's `finish`.
+struct Stage<T> {
+    finish: Finish<T>,
+    on_host: Option<Arc<Vec<Normalization>>>,
+    grid: Grid,
+    pool: Option<om4_store::ReadPool>,
+    outputs: BufferPool,
+}
+
+impl<T> Stage<T> {
+    /// Finishes batch `k`; a panic becomes an error naming it.
+    fn run(&self, k: usize, read: ReadBatch) -> Result<Loaded<T>> {
+        catch_unwind(AssertUnwindSafe(|| self.finish_batch(k, read)))
+            .map_err(|panic| Error::ProducerPanic { batch: k, message: panic_message(&*panic) })
+            .flatten()
+    }
+
+    fn finish_batch(&self, k: usize, read: ReadBatch) -> Result<Loaded<T>> {
+        let _span = tracing::debug_span!("om4_batch_prepare", on_host = self.on_host.is_some()).entered();
+        let t0 = Instant::now();
+        let ReadBatch { samples, plan, groups, telemetry } = read;
+        let host = match &self.on_host {
+            Some(norms) => HostBatch::Prepared(prepare_on_host(
+                &plan,
+                groups,
+                norms,
+                self.grid,
+                self.pool.as_ref(),
+                &self.outputs,
+            )?),
+            None => HostBatch::Raw { plan, groups },
+        };
+        let batch = (self.finish)(host).map_err(|e| match e.downcast::<Error>() {
+            Ok(e) => *e,
+            Err(source) => Error::Adapter { batch: k, source },
+        })?;
+        Ok(Loaded { samples, batch, telemetry: BatchTelemetry { prepare: t0.elapsed(), ..telemetry } })
+    }
+}
+
+/// Where an epoch's batches come from: the second-stage thread, the producer thread (the
+/// consumer's thread finishes them), or (prefetch 0) the consumer's own thread alone.
+enum Feed<T> {
+    Finished(Receiver<Result<Loaded<T>>>),
+    Read(Receiver<(usize, Result<ReadBatch>)>, Stage<T>),
+    Inline(Box<dyn FnMut() -> Option<Result<Loaded<T>>> + Send>),
+    Closed,
+}
+
+/// The batches of one epoch, in schedule order. Dropping it stops the threads and returns every
+/// buffer to its pool.
+pub struct Epoch<T> {
+    feed: Feed<T>,
+    threads: Vec<JoinHandle<()>>,
+    /// Batch number (in the epoch) of the first batch yielded.
+    first: usize,
+    total: usize,
+    remaining: usize,
+    finished: bool,
+}
+
+impl<T> std::fmt::Debug for Epoch<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoch").field("remaining", &self.remaining).finish_non_exhaustive()
+    }
+}
+
+impl<T> Epoch<T> {
+    /// Batches not yet yielded.
+    pub fn remaining(&self) -> usize {
+        self.remaining
+    }
+}
+
+impl<T> Iterator for Epoch<T> {
+    type Item = Result<Loaded<T>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        let t0 = Instant::now();
+        // The consumer waits for the batch, and also while its own thread finishes it.
+        let received = match &mut self.feed {
+            Feed::Finished(rx) => rx.recv().ok(),
+            Feed::Read(rx, stage) => rx.recv().ok().map(|(k, read)| read.and_then(|r| stage.run(k, r))),
+            Feed::Inline(produce) => produce(),
+            Feed::Closed => None,
+        };
+        match received {
+            Some(Ok(mut b)) => {
+                self.remaining -= 1;
+                b.telemetry.wait = t0.elapsed();
+                Some(Ok(b))
+            }
+            Some(Err(e)) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+            None => {
+                self.finished = true;
+                // A thread that ends before the schedule does, without an error, must not look
+                // like a short epoch.
+                (self.remaining > 0).then(|| {
+                    Err(Error::ProducerPanic {
+                        batch: self.first + self.total - self.remaining,
+                        message: "a loader thread ended before the epoch did".into(),
+                    })
+                })
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.remaining))
+    }
+}
+
+impl<T> Drop for Epoch<T> {
+    fn drop(&mut self) {
+        // Disconnect first so blocked senders return, then join: no thread outlives the iterator.
+        self.feed = Feed::Closed;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! What the loader reads from: the [`BatchSource`] trait every data source implements.
+
+use om4_batch::{BatchPlan, Grid, Normalization, ReadGroup, Roles};
+use om4_store::ReadPool;
+
+use crate::error::Result;
+
+/// Where a batch's planes come from: a time selection of some variables, their normalization,
+/// and reads of `(times, channels)` blocks into caller buffers.
+///
+/// A new data source (another storage, a cache, planes spread over processes) implements this
+/// trait and passes the conformance suite in `crates/om4-pipeline/tests/conformance.rs`; the
+/// loader, plane dedup, preparation and every framework adapter then work with it unchanged.
+/// [`Om4Source`](crate::Om4Source) reads an OM4 Zarr store; [`MemorySource`](crate::MemorySource)
+/// holds planes in memory.
+pub trait BatchSource: Send + Sync + 'static {
+    /// Plane size.
+    fn grid(&self) -> Grid;
+    /// Time positions in the selection.
+    fn time_len(&self) -> usize;
+    /// Channels of each variable set (the `source` ids of [`ReadGroup`]s: prognostic 0,
+    /// boundary 1 in Samudra's layout, [`Roles::samudra`]).
+    fn channels(&self) -> Vec<usize>;
+    /// Which variable set feeds which role of the model batch.
+    fn roles(&self) -> Roles;
+    /// Normalization (statistics, mask, order, fill) of each variable set.
+    fn normalizations(&self) -> &[Normalization];
+    /// Fills `out`, laid out `(group.times, channels, y, x)`, with the group's raw planes.
+    ///
+    /// # Errors
+    /// Whatever the read reports, with the plane or chunk it concerns. `out` may then be partly
+    /// written: the loader drops such a buffer and ends the epoch with the error.
+    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> Result<()>;
+    /// The pool the reads fan out on, if any: host-side batch preparation runs there too, so that
+    /// reading and preparing share one set of threads instead of competing.
+    fn read_pool(&self) -> Option<&ReadPool> {
+        None
+    }
+}
+
+/// Reads every group of `plan` from `source`, each into a buffer of the group's size from
+/// `alloc(len)`. On error the buffers read so far are dropped (pooled ones go back to their pool).
+///
+/// # Errors
+/// Whatever [`BatchSource::read_group`] reports.
+pub fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]>>(
+    source: &S,
+    plan: &BatchPlan,
+    mut alloc: impl FnMut(usize) -> B,
+) -> Result<Vec<B>> {
+    let plane = source.grid().plane();
+    plan.groups()
+        .iter()
+        .map(|g| {
+            let mut buf = alloc(g.planes() * plane);
+            source.read_group(g, buf.as_mut())?;
+            Ok(buf)
+        })
+        .collect()
+}

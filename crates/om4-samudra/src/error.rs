@@ -1,0 +1,52 @@
+//! The one error type of om4-samudra.
+
+use std::path::PathBuf;
+
+/// Errors of training.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Data loading failed.
+    #[error(transparent)]
+    Data(#[from] om4_burn::Error),
+    /// Planning failed.
+    #[error(transparent)]
+    Plan(#[from] om4_batch::Error),
+    /// The loss or the gradient norm is NaN or infinite.
+    #[error("non-finite {what} ({value}) at epoch {epoch}, batch {batch}: training stopped")]
+    NonFinite {
+        /// `loss` or `gradient norm`.
+        what: &'static str,
+        /// Epoch.
+        epoch: usize,
+        /// Batch in the epoch.
+        batch: usize,
+        /// The offending value.
+        value: f32,
+    },
+    /// Reading or writing a checkpoint failed.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid {field}: {reason}")]
+    Config {
+        /// Field.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// `Result` of training.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<om4_pipeline::Error> for Error {
+    fn from(e: om4_pipeline::Error) -> Self {
+        Self::Data(e.into())
+    }
+}

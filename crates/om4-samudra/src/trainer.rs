@@ -1,0 +1,341 @@
+//! The training run: model, optimizer, EMA and the train and validation loaders.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Bool, Device, Tensor, TensorData};
+use om4_batch::{SampleSpace, Schedule, WindowSpec};
+use om4_burn::{Loader, ModelBatch};
+use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, Om4Source};
+
+use crate::checkpoint::Progress;
+use crate::config::{EpochReport, TrainConfig};
+use crate::ema::Ema;
+use crate::error::{Error, Result};
+use crate::loss::{DynamicLoss, Masked, cosine_lr, grad_norm, rollout_loss};
+use crate::model::{Samudra, SamudraConfig};
+
+/// A training run: model, optimizer, EMA and the train and validation data, from any
+/// [`BatchSource`] (an OM4 store by default).
+pub struct Trainer<S: BatchSource = Om4Source> {
+    /// Settings.
+    pub config: TrainConfig,
+    /// Architecture.
+    pub model_config: SamudraConfig,
+    pub(crate) model: Samudra,
+    pub(crate) optim: ModuleOptimizer,
+    pub(crate) ema: Ema,
+    device: Device,
+    train: Loader<S>,
+    val: Loader<S>,
+    label_mask: Tensor<4>,
+    land: Tensor<4, Bool>,
+    prognostic_inputs: usize,
+    pub(crate) next_epoch: usize,
+    pub(crate) dynamic: Option<DynamicLoss>,
+    /// Where and how often (in optimizer steps) to checkpoint inside an epoch.
+    checkpoint: Option<(PathBuf, usize)>,
+    /// Where a resumed run picks up inside its epoch.
+    pub(crate) resume_at: Option<Progress>,
+}
+
+impl<S: BatchSource> std::fmt::Debug for Trainer<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("config", &self.config)
+            .field("next_epoch", &self.next_epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Trainer<Om4Source> {
+    /// Builds the model and the train and validation loaders over the configuration's time
+    /// splits of `source` (autodiff is enabled on `device`).
+    ///
+    /// # Errors
+    /// A split too short for its windows, or a bad configuration.
+    pub fn new(config: TrainConfig, model_config: SamudraConfig, source: &Om4Source, device: Device) -> Result<Self> {
+        Self::with_staging(config, model_config, source, device, BufferPool::new())
+    }
+
+    /// [`Trainer::new`] with the host staging pool both loaders share, e.g.
+    /// `BufferPool::pinned(0)?` for a CUDA device (feature `cuda`).
+    ///
+    /// # Errors
+    /// As [`Trainer::new`].
+    pub fn with_staging(
+        config: TrainConfig,
+        model_config: SamudraConfig,
+        source: &Om4Source,
+        device: Device,
+        staging: BufferPool,
+    ) -> Result<Self> {
+        let (ts, te) = &config.train_time;
+        let (vs, ve) = &config.val_time;
+        let train = Arc::new(source.with_range(ts.as_deref(), te.as_deref())?);
+        let val = Arc::new(source.with_range(vs.as_deref(), ve.as_deref())?);
+        Self::from_sources(config, model_config, train, val, device, staging)
+    }
+}
+
+impl<S: BatchSource> Trainer<S> {
+    /// Builds the model and loaders over a training and a validation source of the same
+    /// variables (`config.train_time`/`val_time` are not consulted: the sources are the splits).
+    ///
+    /// # Errors
+    /// A split too short for its windows, sources of different variables, or a bad configuration.
+    pub fn from_sources(
+        config: TrainConfig,
+        model_config: SamudraConfig,
+        train_src: Arc<S>,
+        val_src: Arc<S>,
+        device: Device,
+        staging: BufferPool,
+    ) -> Result<Self> {
+        if train_src.channels() != val_src.channels() || train_src.grid() != val_src.grid() {
+            return Err(Error::Config {
+                field: "sources",
+                reason: "the training and validation sources hold different variables or grids".into(),
+            });
+        }
+        if config.batch_size == 0 || config.epochs == 0 || config.grad_accumulation == 0 {
+            return Err(Error::Config {
+                field: "batch_size/epochs/grad_accumulation",
+                reason: "must be at least 1".into(),
+            });
+        }
+        let device = device.autodiff();
+        // Seeded initialization: the same config trains the same network.
+        device.seed(config.rand_seed);
+        let states = config.hist + 1;
+        let spec = WindowSpec::new(config.hist, config.steps, config.data_stride)?;
+        let train_space = SampleSpace::single(spec, train_src.time_len())?;
+        let val_space = SampleSpace::single(spec.with_steps(1)?, val_src.time_len())?;
+        let seed = config.rand_seed;
+        let train = Loader::new(
+            Arc::clone(&train_src),
+            train_space,
+            Schedule::training(config.batch_size, seed, None)?,
+            config.loading,
+            device.clone(),
+        )
+        .with_buffers(staging.clone());
+        let val = Loader::new(
+            val_src,
+            val_space,
+            Schedule::validation(config.batch_size, seed, None)?,
+            config.loading,
+            device.clone(),
+        )
+        .with_buffers(staging);
+        let channels = train_src.channels();
+        let (c_prog, c_bound) = (channels[0], channels.get(1).copied().unwrap_or(0));
+        let grid = train_src.grid();
+        let prog = &train_src.normalizations()[0];
+        let label_mask = om4_burn::label_mask(prog, states, grid, &device);
+        // Land is where the label mask is 0: one source for both.
+        let land = label_mask.clone().equal_elem(0.0);
+        let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);
+        let optim = AdamConfig::new()
+            .with_epsilon(1e-8)
+            .with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(config.grad_clip)))
+            .init();
+        let ema = Ema::new(&model, config.ema_decay);
+        let dynamic = config.dynamic_loss_limit.map(|limit| DynamicLoss::new(c_prog, limit));
+        Ok(Self {
+            config,
+            model_config,
+            model,
+            optim,
+            ema,
+            device,
+            train,
+            val,
+            label_mask,
+            land,
+            prognostic_inputs: states * c_prog,
+            next_epoch: 1,
+            dynamic,
+            checkpoint: None,
+            resume_at: None,
+        })
+    }
+
+    /// Also checkpoints into `dir` inside each epoch, after every `every_steps` optimizer steps
+    /// (the same files [`save`](Self::save) writes; [`resume`](Self::resume) then continues
+    /// from the next batch of that epoch, exactly as if the run had not stopped).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `every_steps` is zero.
+    pub fn checkpoint_every(&mut self, dir: impl Into<PathBuf>, every_steps: usize) -> Result<()> {
+        if every_steps == 0 {
+            return Err(Error::Config { field: "checkpoint_every", reason: "must be at least 1 step".into() });
+        }
+        self.checkpoint = Some((dir.into(), every_steps));
+        Ok(())
+    }
+
+    /// Where the next [`run_epoch`](Self::run_epoch) starts: `(epoch, batches already done)`;
+    /// the second is non-zero after resuming from a checkpoint written inside an epoch.
+    pub fn resume_point(&self) -> (usize, usize) {
+        (self.next_epoch, self.resume_at.map_or(0, |p| p.batches))
+    }
+
+    /// The model being trained.
+    pub fn model(&self) -> &Samudra {
+        &self.model
+    }
+    /// The EMA model.
+    pub fn ema(&self) -> &Samudra {
+        self.ema.model()
+    }
+    /// The next epoch to run.
+    pub fn next_epoch(&self) -> usize {
+        self.next_epoch
+    }
+    /// Batches per training epoch.
+    pub fn train_batches(&self) -> usize {
+        self.train.len()
+    }
+    /// The label mask `(1, (h+1)·C_prog, Y, X)`.
+    pub fn label_mask(&self) -> &Tensor<4> {
+        &self.label_mask
+    }
+    /// The land mask of the outputs.
+    pub fn land(&self) -> &Tensor<4, Bool> {
+        &self.land
+    }
+
+    /// Mean loss of one batch's rollout (no gradient), with `model`.
+    pub fn eval_loss(&self, model: &Samudra, batch: &ModelBatch) -> f32 {
+        let m = Masked { model, land: self.land.clone() };
+        let l = rollout_loss(&m, batch, &self.label_mask, self.prognostic_inputs).mean();
+        l.into_scalar::<f32>()
+    }
+
+    /// Runs one training epoch and one validation pass. `on_batch(done, total, loss, telemetry)`
+    /// is called after each training batch.
+    ///
+    /// # Errors
+    /// A data error, or [`Error::NonFinite`] when the loss is NaN or infinite.
+    pub fn run_epoch(&mut self, mut on_batch: impl FnMut(usize, usize, f64, &BatchTelemetry)) -> Result<EpochReport> {
+        let epoch = self.next_epoch;
+        let t0 = Instant::now();
+        let lr = cosine_lr(self.config.learning_rate, epoch, self.config.epochs);
+        let total = self.train.len();
+        let mut accum = GradientsAccumulator::new();
+        let mut pending = 0;
+        // A run resumed inside this epoch starts after the batches its checkpoint had done.
+        let start = self.resume_at.take().filter(|p| p.epoch == epoch);
+        let first = start.map_or(0, |p| p.batches);
+        let (mut loss_sum, mut samples) = start.map_or((0.0f64, 0usize), |p| (p.loss_sum, p.samples));
+        let samples_before = samples;
+        let mut telemetry = Vec::with_capacity(total - first.min(total));
+        let micro = self.config.grad_accumulation;
+        let mut optimizer_steps = 0usize;
+        for (k, batch) in self.train.epoch_from(epoch as u64, first)?.enumerate() {
+            let k = first + k;
+            let batch = batch?;
+            let masked = Masked { model: &self.model, land: self.land.clone() };
+            let per_channel = rollout_loss(&masked, &batch.batch, &self.label_mask, self.prognostic_inputs);
+            let loss = match &self.dynamic {
+                Some(d) => {
+                    let states = self.config.hist + 1;
+                    let scales = Tensor::<1>::from_data(
+                        TensorData::new(d.tiled(states), [d.scales.len() * states]),
+                        &self.device,
+                    );
+                    (per_channel * scales).mean()
+                }
+                None => per_channel.mean(),
+            };
+            let value = loss.clone().into_scalar::<f32>();
+            if !value.is_finite() {
+                return Err(Error::NonFinite { what: "loss", epoch, batch: k, value });
+            }
+            let grads = GradientsParams::from_grads((loss / micro as f64).backward(), &self.model);
+            let norm = grad_norm(&self.model, &grads);
+            if !norm.is_finite() {
+                return Err(Error::NonFinite { what: "gradient norm", epoch, batch: k, value: norm });
+            }
+            accum.accumulate(&self.model, grads);
+            pending += 1;
+            let stepped = pending == micro || k + 1 == total;
+            if stepped {
+                self.model = self.optim.step(lr, self.model.clone(), accum.grads());
+                self.ema.update(&self.model);
+                pending = 0;
+                optimizer_steps += 1;
+            }
+            if self.dynamic.is_some() {
+                self.update_loss_weights(&batch.batch);
+            }
+            loss_sum += f64::from(value);
+            samples += batch.samples.len();
+            telemetry.push(batch.telemetry);
+            on_batch(k + 1, total, loss_sum / (k + 1) as f64, &batch.telemetry);
+            // Inside the epoch, right after an optimizer step (nothing accumulated is lost).
+            if let Some((dir, every)) = &self.checkpoint
+                && stepped
+                && optimizer_steps.is_multiple_of(*every)
+                && k + 1 < total
+            {
+                let progress = Progress { epoch, batches: k + 1, loss_sum, samples };
+                self.write_checkpoint(dir, Some(progress))?;
+            }
+        }
+        let done = first + telemetry.len();
+        let train_wall = t0.elapsed();
+        let ema = self.ema.model().clone();
+        let (mut val_sum, mut val_n) = (0.0f64, 0usize);
+        for batch in self.val.epoch(epoch as u64)? {
+            let batch = batch?;
+            val_sum += f64::from(self.eval_loss(&ema, &batch.batch));
+            val_n += 1;
+        }
+        let summary = EpochSummary::of(&telemetry);
+        self.next_epoch += 1;
+        Ok(EpochReport {
+            epoch,
+            train_loss: loss_sum / done.max(1) as f64,
+            val_loss: if val_n == 0 { f64::NAN } else { val_sum / val_n as f64 },
+            // This call's samples only: a resumed epoch's earlier ones took no time here.
+            samples_per_s: (samples - samples_before) as f64 / train_wall.as_secs_f64(),
+            wait_p50: summary.wait.p50,
+            wait_p95: summary.wait.p95,
+            wait_share: summary.wait.total.as_secs_f64() / train_wall.as_secs_f64(),
+            wall: t0.elapsed(),
+        })
+    }
+
+    /// Refreshes the dynamic loss weights with a no-grad single step on the batch's first step.
+    fn update_loss_weights(&mut self, batch: &ModelBatch) {
+        let Some(dynamic) = self.dynamic.as_mut() else { return };
+        let model = self.model.valid();
+        let first = &batch.steps[0];
+        let one_step = ModelBatch {
+            batch: batch.batch,
+            steps: vec![om4_burn::StepTensors {
+                input: first.input.clone().inner(),
+                label: first.label.clone().inner(),
+            }],
+        };
+        let masked = Masked { model: &model, land: self.land.clone().inner() };
+        let per_channel = rollout_loss(&masked, &one_step, &self.label_mask.clone().inner(), self.prognostic_inputs);
+        let values: Vec<f32> = per_channel.into_data().try_to_vec::<f32>().unwrap_or_default();
+        dynamic.update(&values, self.config.hist + 1);
+    }
+
+    /// The dynamic loss weights, when enabled.
+    pub fn loss_weights(&self) -> Option<&DynamicLoss> {
+        self.dynamic.as_ref()
+    }
+
+    /// The device (with autodiff).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+}

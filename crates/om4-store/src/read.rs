@@ -1,0 +1,143 @@
+//! Reading planes into caller buffers: one task per (time, run of channels in one array),
+//! fanned out over the read pool, each decoding straight into its part of the output.
+
+use rayon::prelude::*;
+
+use crate::channels::{ChannelSet, RunSpec};
+use crate::error::{Error, Result};
+use crate::pool::ReadPool;
+use crate::store::{Om4Store, Selection};
+use crate::zarr::{self, Axes};
+
+/// Splits `out` into consecutive slices of the given lengths (one per task), so that parallel
+/// tasks each own their part.
+pub(crate) fn carve(out: &mut [f32], lens: impl Iterator<Item = usize>) -> Vec<&mut [f32]> {
+    let mut rest = out;
+    lens.map(|n| {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        rest = tail;
+        head
+    })
+    .collect()
+}
+
+/// Reads one channel set's planes at positions of a time selection, on a read pool: made once by
+/// [`Om4Store::reader`], used for every read.
+#[derive(Debug, Clone, Copy)]
+pub struct Reader<'a> {
+    store: &'a Om4Store,
+    pool: &'a ReadPool,
+    set: &'a ChannelSet,
+    selection: &'a Selection,
+}
+
+impl Reader<'_> {
+    /// The channels read.
+    pub fn set(&self) -> &ChannelSet {
+        self.set
+    }
+
+    /// The time selection positions count in.
+    pub fn selection(&self) -> &Selection {
+        self.selection
+    }
+
+    /// Values `positions` planes of every channel fill: what `out` must hold.
+    pub fn len_of(&self, positions: usize) -> usize {
+        positions * self.set.len() * self.set.grid().plane()
+    }
+
+    /// Reads planes: for each time position (in the selection) and each channel, one plane,
+    /// into `out` laid out `(positions, channels, y, x)`. Reads fan out over the pool.
+    ///
+    /// # Errors
+    /// [`Error::Request`] (before anything is read) when `out` has the wrong length, a position is
+    /// outside the selection or the selection outside the arrays; [`Error::Read`] naming the array
+    /// and time row of a plane that failed to decode. On error `out` is partly written, and no
+    /// thread writes it after this returns.
+    pub fn read(&self, positions: &[usize], out: &mut [f32]) -> Result<()> {
+        self.store.read_planes(self.pool, self.set, self.selection, positions, out)
+    }
+}
+
+impl Om4Store {
+    /// A reader of `set`'s planes at positions of `selection`, fanned out over `pool`.
+    pub fn reader<'a>(&'a self, pool: &'a ReadPool, set: &'a ChannelSet, selection: &'a Selection) -> Reader<'a> {
+        Reader { store: self, pool, set, selection }
+    }
+
+    /// Reads planes: for each time position (in `selection`) and each channel of `set`, one plane,
+    /// into `out` laid out `(positions, channels, y, x)`. Reads fan out over `pool`.
+    ///
+    /// # Errors
+    /// [`Error::Request`] (before anything is read) when `out` has the wrong length, a position is
+    /// outside the selection or the selection outside the arrays; [`Error::Read`] naming the array
+    /// and time row of a plane that failed to decode. On error `out` is partly written, and no
+    /// thread writes it after this returns.
+    pub(crate) fn read_planes(
+        &self,
+        pool: &ReadPool,
+        set: &ChannelSet,
+        selection: &Selection,
+        positions: &[usize],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let plane = set.grid.plane();
+        let expected = positions.len().checked_mul(set.len() * plane);
+        if expected != Some(out.len()) {
+            let expected = expected.map_or_else(|| "more than a usize counts".to_string(), |n| n.to_string());
+            return Err(Error::Request {
+                reason: format!(
+                    "output holds {} values, but {} positions × {} channels × {}×{} planes need {expected}",
+                    out.len(),
+                    positions.len(),
+                    set.len(),
+                    set.grid.y,
+                    set.grid.x
+                ),
+            });
+        }
+        if selection.rows.end > set.time_len {
+            return Err(Error::Request {
+                reason: format!(
+                    "selection rows {:?} exceed the {} time steps of the arrays",
+                    selection.rows, set.time_len
+                ),
+            });
+        }
+        if let Some((i, &p)) = positions.iter().enumerate().find(|(_, p)| **p >= selection.len()) {
+            return Err(Error::Request {
+                reason: format!("position {p} (entry {i}) is outside the selection of {} time steps", selection.len()),
+            });
+        }
+        // One task per (position, run): a contiguous block of output planes. Carving `out` in
+        // task order gives each task its own slice, so the parallel loop needs no shared view.
+        let mut tasks: Vec<(u64, &RunSpec)> = Vec::with_capacity(positions.len() * set.runs.len());
+        for &p in positions {
+            for r in &set.runs {
+                tasks.push(((selection.rows.start + p) as u64, r));
+            }
+        }
+        let slices = carve(out, tasks.iter().map(|&(_, r)| r.planes() * plane));
+        let (ny, nx) = (set.grid.y as u64, set.grid.x as u64);
+        let _span =
+            tracing::debug_span!("om4_read", planes = positions.len() * set.len(), tasks = tasks.len()).entered();
+        pool.install(|| {
+            tasks.par_iter().zip(slices.into_par_iter()).try_for_each(|(&(row, r), dest)| {
+                let a = &set.arrays[r.array];
+                let levels = r.levels.clone();
+                let result = match &a.direct {
+                    Some(direct) => direct.read_planes(row, levels.clone(), dest),
+                    None => zarr::read_planes_into(&a.array, a.axes, row, levels.clone(), dest, ny, nx),
+                };
+                result.map_err(|source| Error::Read {
+                    store: self.root.clone(),
+                    array: a.name.clone(),
+                    row,
+                    level: if a.axes == Axes::TimeYX { String::new() } else { format!(", levels {levels:?}") },
+                    source,
+                })
+            })
+        })
+    }
+}
