@@ -30,6 +30,7 @@ enum Command {
         what: BenchCommand,
     },
     Schedule(cmd::schedule::ScheduleArgs),
+    Batch(cmd::batch::BatchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -66,6 +67,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench { what: BenchCommand::Read(a) } => done(bench::read::run(&a)),
         Command::Bench { what: BenchCommand::Batch(a) } => done(bench::batch::run(&a)),
         Command::Schedule(a) => done(cmd::schedule::run(&a)),
+        Command::Batch(a) => done(cmd::batch::run(&a)),
     }
 }
 

@@ -1,5 +1,6 @@
 //! One module per command.
 
+pub(crate) mod batch;
 pub(crate) mod dump;
 pub(crate) mod inspect;
 pub(crate) mod schedule;

@@ -23,10 +23,10 @@ pub(crate) struct StatsArgs {
     /// Comma-separated channels (default: all).
     #[arg(long, value_delimiter = ',')]
     channels: Vec<String>,
-    /// First date of the time range (inclusive), e.g. 1958-01-01.
+    /// First date of the time range (12:00, included, as Samudra's splits), e.g. 1958-01-01.
     #[arg(long)]
     start: Option<String>,
-    /// End date of the time range (exclusive).
+    /// Last date of the time range (12:00, included).
     #[arg(long)]
     end: Option<String>,
     /// Read threads (default: available cores).

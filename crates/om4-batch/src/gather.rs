@@ -6,8 +6,8 @@
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::normalize::{Grid, Normalization};
 use crate::plan::{BatchPlan, Role, Roles};
-use crate::prepare::{Grid, Normalization};
 use crate::space::Sample;
 
 /// One rollout step of a model batch, on the host.
@@ -357,7 +357,15 @@ pub fn reference_batch<E: From<Error>>(
         for (c, dst_plane) in dst.chunks_exact_mut(plane).enumerate() {
             fetch(source, time, c, &mut scratch)?;
             for ((d, &x), &wet) in dst_plane.iter_mut().zip(&scratch).zip(prep.mask().channel(c)) {
-                *d = crate::prepare::prepare_value(x, prep.mean()[c], prep.std()[c], wet, prep.order(), prep.fill());
+                *d = crate::normalize::prepare_value(
+                    x,
+                    prep.mean()[c],
+                    prep.std()[c],
+                    wet,
+                    prep.order(),
+                    prep.fill(),
+                    prep.precision(),
+                );
             }
         }
         Ok(())

@@ -35,8 +35,8 @@
 
 mod error;
 mod gather;
+mod normalize;
 mod plan;
-mod prepare;
 pub mod rng;
 mod schedule;
 mod space;
@@ -47,8 +47,8 @@ pub use gather::{
     GatheredBatch, GatheredStep, check_groups, fill_groups, gather, gather_into, gather_into_steps, prepare_and_gather,
     prepare_and_gather_into, prepare_and_gather_into_steps, reference_batch, step_lens,
 };
+pub use normalize::{Grid, LandMask, NormOrder, Normalization, Precision, nan_to_num, prepare_value};
 pub use plan::{BatchPlan, PlaneCount, ReadGroup, Role, RoleRows, Roles};
-pub use prepare::{Grid, LandMask, NormOrder, Normalization, nan_to_num, prepare_value};
 pub use schedule::{Ddp, Order, Schedule, Tail};
 pub use space::{Sample, SampleSpace};
 pub use window::{WindowConfig, WindowSpec};

@@ -1,5 +1,6 @@
 //! The two random number generators whose exact streams Samudra's samplers consume:
-//! CPython's `random.Random(int)` and the torch CPU generator's `randperm`.
+//! CPython's `random.Random(int)` (all of upstream's current samplers) and the torch CPU
+//! generator's `randperm` (the older non-DDP order, `Order::ShuffleTorchRandperm04116bcd`).
 //!
 //! Both sit on MT19937; they differ in seeding and in how a bounded integer is drawn.
 
@@ -99,10 +100,16 @@ pub struct PyRandom {
 impl PyRandom {
     /// `random.Random(seed)` for a non-negative integer seed.
     pub fn new(seed: u64) -> Self {
-        let low = seed as u32;
-        let high = (seed >> 32) as u32;
-        let key: &[u32] = if high == 0 { &[low] } else { &[low, high] };
-        Self { mt: Mt19937::from_key(key) }
+        Self::from_u128(u128::from(seed))
+    }
+
+    /// `random.Random(seed)` for a non-negative integer seed below 2^128, such as Samudra's
+    /// `seed + epoch` when it passes 2^64: CPython keys MT19937 with the seed's 32-bit words,
+    /// least significant first, as many as the seed needs (one for 0).
+    pub fn from_u128(seed: u128) -> Self {
+        let words: [u32; 4] = std::array::from_fn(|i| (seed >> (32 * i)) as u32);
+        let used = words.iter().rposition(|&w| w != 0).map_or(1, |i| i + 1);
+        Self { mt: Mt19937::from_key(&words[..used]) }
     }
 
     /// `getrandbits(k)` for `1 ≤ k ≤ 32`.
@@ -194,5 +201,17 @@ mod tests {
         assert_eq!(x, PYTHON_SHUFFLE_15);
     }
 
+    #[test]
+    fn python_random_big_seeds() {
+        // python3 -c "import random; print([random.Random(s).getrandbits(32) for s in (2**32, 2**64 + 2, 2**100 + 7)])"
+        let got: Vec<u32> = [1u128 << 32, (1u128 << 64) + 2, (1u128 << 100) + 7]
+            .iter()
+            .map(|&s| PyRandom::from_u128(s).getrandbits(32))
+            .collect();
+        assert_eq!(got, PYTHON_BIG_SEEDS);
+        assert_eq!(PyRandom::new(1 << 32).getrandbits(32), PYTHON_BIG_SEEDS[0]);
+    }
+
     const PYTHON_SHUFFLE_15: [usize; 10] = [5, 9, 2, 4, 7, 6, 1, 8, 0, 3];
+    const PYTHON_BIG_SEEDS: [u32; 3] = [485_306_839, 4_088_988_166, 1_786_885_132];
 }

@@ -1,11 +1,14 @@
 //! Epoch schedules identical to Samudra's batch samplers for the same seed and epoch.
 //!
 //! Samples are split into equivalence groups (datasets of one grid; one group in the common case).
-//! Without DDP a shuffled epoch permutes each group's indices with torch's `randperm` on a CPU
-//! generator seeded with `seed + epoch`, cuts batches, chains all groups' batches and shuffles the
-//! list with CPython's `random.Random(seed + epoch)`. With DDP every rank builds the same global list
-//! of `world_size`-batch chunks and takes every `world_size`-th batch from its rank on, so all ranks
-//! see the same number of batches.
+//! Without DDP a shuffled epoch ([`Order::Shuffle`]) draws everything from one CPython
+//! `random.Random(seed + epoch)`: it shuffles each group's index list in turn, cuts it into batches,
+//! then shuffles the list of all groups' batches with the same generator (upstream
+//! `EquivalenceGroupBatchSampler.__iter__` since m2lines/Samudra 953be722, unchanged at 018a6a7).
+//! With DDP every rank builds the same global list of `world_size`-batch chunks and takes every
+//! `world_size`-th batch from its rank on, so all ranks see the same number of batches.
+//! [`Order::ShuffleTorchRandperm04116bcd`] keeps the older non-DDP order drawn with torch's
+//! `randperm`, for runs of the upstream branches that used it.
 
 use std::num::NonZeroUsize;
 
@@ -18,10 +21,26 @@ use crate::rng::{PyRandom, TorchGenerator};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Order {
-    /// Seeded shuffle (Samudra's `shuffle=True`).
+    /// Seeded shuffle (Samudra's `shuffle=True`) as upstream main draws it since commit 953be722
+    /// (2026-07-22, "fix epoch setting & shuffle seeding"; still so at 018a6a7): one
+    /// `random.Random(seed + epoch)` shuffles each group's indices, then the list of batches.
+    /// With DDP the chunk shuffles of `DistributedEquivalenceGroupBatchSampler`.
     Shuffle,
     /// Index order (`shuffle=False`).
     Sequential,
+    /// The older seeded non-DDP shuffle: each group's indices are permuted by torch's CPU
+    /// `randperm` (`SubsetRandomSampler` with one `torch.Generator().manual_seed(seed + epoch)` shared
+    /// by all groups), then the batch list by a separate `random.Random(seed + epoch)`.
+    ///
+    /// Reproduces the sampler of upstream branch `codex/rust-loader-prefetch-plan` from commit
+    /// 04116bcd (2026-07-15, "Qualify Rust loader parity and pinned prefetch") and of the branches
+    /// that carry the same code (`agent/multires-1deg-mse-proxy`, `codex/decoder-root-cause-report`).
+    /// It was never on main: main before 953be722 drew from the process-global torch and `random`
+    /// states (seeded once per run), which no schedule can reproduce, and main from 953be722 on
+    /// draws [`Order::Shuffle`]. With DDP it is identical to [`Order::Shuffle`] (the DDP sampler
+    /// never used torch).
+    #[serde(rename = "shuffle_torch_randperm_04116bcd")]
+    ShuffleTorchRandperm04116bcd,
 }
 
 /// What happens to an incomplete batch (and, with DDP, an incomplete chunk of `world_size` batches).
@@ -85,7 +104,8 @@ impl Schedule {
         Ok(Self { batch_size, seed, order, tail, ddp })
     }
 
-    /// Samudra's training sampler: shuffled, incomplete batches dropped.
+    /// Samudra's training sampler: shuffled ([`Order::Shuffle`], upstream's current order),
+    /// incomplete batches dropped (`shuffle=True, drop_last=True`, with or without DDP).
     ///
     /// # Errors
     /// As [`Schedule::new`].
@@ -93,7 +113,9 @@ impl Schedule {
         Self::new(batch_size, seed, Order::Shuffle, Tail::Drop, ddp)
     }
 
-    /// Samudra's validation sampler: nothing dropped; shuffled without DDP, sequential and padded with DDP.
+    /// Samudra's validation sampler: nothing dropped; without DDP shuffled ([`Order::Shuffle`]) with
+    /// the last short batch of each group kept (`shuffle=True, drop_last=False`); with DDP in index
+    /// order, the last short batch kept and a short chunk padded (`shuffle=False, drop_last=False`).
     ///
     /// # Errors
     /// As [`Schedule::new`].
@@ -108,7 +130,8 @@ impl Schedule {
     }
 
     /// The batches (lists of sample indices) of `epoch` for this rank, in the order to train on them.
-    /// Samudra numbers epochs from 1; the RNGs are seeded with `seed + epoch`.
+    /// Samudra numbers epochs from 1 (its trainer calls `set_epoch(epoch)` for `epoch` in
+    /// `1..=epochs`) and seeds with the integer `seed + epoch` (no wrap-around).
     pub fn epoch(&self, groups: &[Vec<usize>], epoch: u64) -> Vec<Vec<usize>> {
         match self.ddp {
             None => self.single(groups, epoch),
@@ -155,8 +178,19 @@ impl Schedule {
         match self.order {
             Order::Sequential => groups.iter().flat_map(|g| self.cut(g.iter().copied())).collect(),
             Order::Shuffle => {
-                let seed = self.seed.wrapping_add(epoch);
-                let mut generator = TorchGenerator::new(seed);
+                let mut rng = PyRandom::from_u128(u128::from(self.seed) + u128::from(epoch));
+                let mut batches: Vec<Vec<usize>> = Vec::new();
+                for group in groups {
+                    let mut indices = group.clone();
+                    rng.shuffle(&mut indices);
+                    batches.extend(self.cut(indices.into_iter()));
+                }
+                rng.shuffle(&mut batches);
+                batches
+            }
+            Order::ShuffleTorchRandperm04116bcd => {
+                // torch.Generator().manual_seed takes a 64-bit seed; Python's Random the full sum
+                let mut generator = TorchGenerator::new(self.seed.wrapping_add(epoch));
                 let mut batches: Vec<Vec<usize>> = groups
                     .iter()
                     .flat_map(|g| {
@@ -164,7 +198,7 @@ impl Schedule {
                         self.cut(perm.into_iter().map(|p| g[p]))
                     })
                     .collect();
-                PyRandom::new(seed).shuffle(&mut batches);
+                PyRandom::from_u128(u128::from(self.seed) + u128::from(epoch)).shuffle(&mut batches);
                 batches
             }
         }
@@ -172,8 +206,8 @@ impl Schedule {
 
     fn distributed(&self, groups: &[Vec<usize>], epoch: u64, ddp: Ddp) -> Vec<Vec<usize>> {
         let w = ddp.world_size;
-        let shuffle = self.order == Order::Shuffle;
-        let mut rng = PyRandom::new(self.seed.wrapping_add(epoch));
+        let shuffle = self.order != Order::Sequential;
+        let mut rng = PyRandom::from_u128(u128::from(self.seed) + u128::from(epoch));
         let mut chunks: Vec<Vec<Vec<usize>>> = Vec::new();
         for group in groups {
             let batches = self.cut(group.iter().copied());
@@ -229,6 +263,16 @@ mod tests {
         let s = Schedule::new(2, 0, Order::Sequential, Tail::Keep, Some(Ddp { world_size: 2, rank: 1 })).unwrap();
         // batches [0,1] [2,3] [4]; chunks ([0,1],[2,3]) ([4], pad [0,1]); rank 1 takes [2,3], [0,1]
         assert_eq!(s.epoch(&one_group(5), 1), vec![vec![2, 3], vec![0, 1]]);
+    }
+
+    #[test]
+    fn upstream_issue_example() {
+        // Samudra 018a6a7, EquivalenceGroupBatchSampler(seed=15, batch 2, drop_last) at set_epoch(1)
+        let s = Schedule::training(2, 15, None).unwrap();
+        let got = s.epoch(&one_group(24), 1);
+        assert_eq!(got.len(), 12);
+        assert_eq!(got[..3], [vec![3, 4], vec![8, 5], vec![21, 19]]);
+        assert_eq!(got[11], vec![7, 13]);
     }
 
     #[test]

@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use om4_batch::{
-    BatchPlan, Ddp, GatheredBatch, GatheredStep, Grid, LandMask, NormOrder, Normalization, Order, Role, Roles, Sample,
-    SampleSpace, Schedule, Tail, WindowSpec, fill_groups, gather_into, gather_into_steps, prepare_and_gather,
-    prepare_and_gather_into, prepare_and_gather_into_steps, reference_batch, step_lens,
+    BatchPlan, Ddp, GatheredBatch, GatheredStep, Grid, LandMask, NormOrder, Normalization, Order, Precision, Role,
+    Roles, Sample, SampleSpace, Schedule, Tail, WindowSpec, fill_groups, gather_into, gather_into_steps,
+    prepare_and_gather, prepare_and_gather_into, prepare_and_gather_into_steps, reference_batch, step_lens,
 };
 use proptest::prelude::*;
 
@@ -30,11 +30,20 @@ fn fetch(source: usize, t: usize, c: usize, out: &mut [f32]) -> Result<(), om4_b
     Ok(())
 }
 
+/// Source 0: float32 statistics, land filled with 0; source 1: float64 statistics that float32
+/// cannot hold exactly, land filled with -1.25 (both precisions and fills in every batch).
 fn preparation(source: usize, channels: usize, plane: usize, order: NormOrder) -> Normalization {
-    let mean = (0..channels).map(|c| c as f32 * 0.5 - (source as f32)).collect();
-    let std = (0..channels).map(|c| 1.0 + c as f32 * 0.25).collect();
     let wet = (0..channels * plane).map(|i| !(i * 31 + source).is_multiple_of(5)).collect();
-    Normalization::new(mean, std, LandMask::new(channels, plane, wet).unwrap(), order, 0.0).unwrap()
+    let mask = LandMask::new(channels, plane, wet).unwrap();
+    if source == 0 {
+        let mean = (0..channels).map(|c| c as f32 * 0.5).collect();
+        let std = (0..channels).map(|c| 1.0 + c as f32 * 0.25).collect();
+        Normalization::new(mean, std, mask, order, 0.0).unwrap()
+    } else {
+        let mean = (0..channels).map(|c| c as f64 * 0.1 - 0.7).collect();
+        let std = (0..channels).map(|c| 1.3 + c as f64 * 0.3).collect();
+        Normalization::with_precision(mean, std, Precision::F64, mask, order, -1.25).unwrap()
+    }
 }
 
 proptest! {

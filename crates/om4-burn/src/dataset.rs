@@ -14,7 +14,7 @@ use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::{Device, Tensor};
 use om4_batch::{BatchPlan, SampleSpace};
 
-use crate::prepare::{DeviceNormalization, ModelBatch, StepTensors, prepare_batch};
+use crate::device::{DeviceNormalization, ModelBatch, StepTensors, prepare_batch};
 use om4_pipeline::{BatchSource, read_groups};
 
 /// One sample's raw host planes: its single-sample plan and one buffer per read group.

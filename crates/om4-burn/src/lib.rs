@@ -44,15 +44,15 @@
 #![warn(missing_docs)]
 
 mod dataset;
+mod device;
 mod error;
 mod loader;
-mod prepare;
 mod staging;
 
 pub use dataset::{Om4Batcher, Om4Dataset, SampleItem};
+pub use device::{DeviceNormalization, ModelBatch, StepTensors, label_mask, prepare_batch, to_model_batch};
 pub use error::{Error, Result};
 pub use loader::{EpochIter, LoadedBatch, Loader};
-pub use prepare::{DeviceNormalization, ModelBatch, StepTensors, label_mask, prepare_batch, to_model_batch};
 
 // The pipeline's vocabulary, so that a Burn user needs one import path.
 pub use om4_pipeline::{

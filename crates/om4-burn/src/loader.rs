@@ -8,8 +8,8 @@ use burn::tensor::Device;
 use om4_batch::{SampleSpace, Schedule};
 use om4_pipeline::{BatchSource, BoxError, BufferPool, Epoch, Loaded, LoaderConfig, PrepareOn};
 
+use crate::device::{DeviceNormalization, ModelBatch, to_model_batch};
 use crate::error::Error;
-use crate::prepare::{DeviceNormalization, ModelBatch, to_model_batch};
 
 /// A batch as the consumer receives it: samples, tensors on the loader's device, telemetry.
 pub type LoadedBatch = Loaded<ModelBatch>;

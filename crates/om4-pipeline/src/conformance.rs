@@ -64,8 +64,10 @@ fn describe<S: BatchSource>(source: &S, truth: &MemorySource) -> Result<(), Stri
         ));
     }
     for (i, (a, b)) in source.normalizations().iter().zip(truth.normalizations()).enumerate() {
-        let same = bits(a.mean()) == bits(b.mean())
-            && bits(a.std()) == bits(b.std())
+        let stat_bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let same = stat_bits(a.mean()) == stat_bits(b.mean())
+            && stat_bits(a.std()) == stat_bits(b.std())
+            && a.precision() == b.precision()
             && a.mask() == b.mask()
             && a.order() == b.order()
             && a.fill().to_bits() == b.fill().to_bits();

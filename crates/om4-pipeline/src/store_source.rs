@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use om4_batch::{Grid, NormOrder, Normalization, ReadGroup, Roles};
+use om4_batch::{Grid, NormOrder, Normalization, Precision, ReadGroup, Roles};
 use om4_store::{ChannelSet, Om4Store, ReadPool, Selection, StatsStore};
 use serde::{Deserialize, Serialize};
 
@@ -88,9 +88,15 @@ impl Om4Source {
         let normalizations = sets
             .iter()
             .map(|set| {
-                Ok(Normalization::new(
-                    means.values(set)?,
-                    stds.values(set)?,
+                // Samudra normalizes in the statistics' dtype: float64 stores give float64 arithmetic.
+                let (mean, p_mean) = means.values_with_precision(set)?;
+                let (std, p_std) = stds.values_with_precision(set)?;
+                let precision =
+                    if p_mean == Precision::F64 || p_std == Precision::F64 { Precision::F64 } else { Precision::F32 };
+                Ok(Normalization::with_precision(
+                    mean,
+                    std,
+                    precision,
                     store.masks(set)?,
                     order,
                     config.masked_fill_value,

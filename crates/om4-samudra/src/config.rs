@@ -31,9 +31,9 @@ pub struct TrainConfig {
     pub rand_seed: u64,
     /// Samudra's dynamic per-variable loss weights (window 25), limited to `limit × min`; `None`: plain mean.
     pub dynamic_loss_limit: Option<f32>,
-    /// Train split `[start, end)`, dates.
+    /// Train split: Julian dates at 12:00, both ends included (Samudra's rule).
     pub train_time: (Option<String>, Option<String>),
-    /// Validation split `[start, end)`, dates.
+    /// Validation split, likewise.
     pub val_time: (Option<String>, Option<String>),
     /// Loader settings.
     pub loading: LoaderConfig,

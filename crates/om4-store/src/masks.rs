@@ -22,7 +22,8 @@ impl Om4Store {
         for ch in &set.channels {
             let (name, offset) = self.mask_source(ch.mask_level(), set.grid, &ch.name)?;
             let values = self.read_once(&mut arrays, &name)?;
-            wet.extend(values[offset..offset + plane].iter().map(|&v| v != 0.0 && !v.is_nan()));
+            // Samudra casts masks with `.bool()`: any non-zero value, NaN included, is ocean.
+            wet.extend(values[offset..offset + plane].iter().map(|&v| v != 0.0));
         }
         LandMask::new(set.len(), plane, wet).map_err(|e| Error::Request { reason: e.to_string() })
     }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use om4_batch::Precision;
 use rayon::prelude::*;
 
 use crate::channels::{Channel, ChannelSet};
@@ -176,17 +177,42 @@ impl StatsStore {
     /// [`Error::UnknownChannel`] when the statistics do not cover a channel; [`Error::Invalid`] for
     /// a statistic that is not a finite scalar.
     pub fn values(&self, set: &ChannelSet) -> Result<Vec<f32>> {
-        // A compact variable's `lev` vector is read once for all its levels.
-        let mut arrays = BTreeMap::new();
-        set.channels.iter().map(|ch| self.value(ch, &mut arrays)).collect()
+        Ok(self.values_with_precision(set)?.0.into_iter().map(|v| v as f32).collect())
     }
 
-    fn value(&self, ch: &Channel, arrays: &mut BTreeMap<String, Vec<f64>>) -> Result<f32> {
+    /// One value per channel of `set`, as stored, and the precision Samudra normalizes with them:
+    /// [`Precision::F64`] when any of them is stored as float64 (torch promotes float32 data to
+    /// the statistics' dtype), else [`Precision::F32`].
+    ///
+    /// # Errors
+    /// As [`values`](Self::values).
+    pub fn values_with_precision(&self, set: &ChannelSet) -> Result<(Vec<f64>, Precision)> {
+        // A compact variable's `lev` vector is read once for all its levels.
+        let mut arrays = BTreeMap::new();
+        let mut wide = false;
+        let values = set
+            .channels
+            .iter()
+            .map(|ch| {
+                let (v, dtype) = self.value(ch, &mut arrays)?;
+                wide |= dtype == "float64";
+                Ok(v)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((values, if wide { Precision::F64 } else { Precision::F32 }))
+    }
+
+    fn value(&self, ch: &Channel, arrays: &mut BTreeMap<String, Vec<f64>>) -> Result<(f64, String)> {
         let s = &self.store;
-        let candidates: Vec<(String, usize)> = match ch.level {
-            Some(k) => vec![(ch.name.clone(), 0), (ch.var().to_string(), k)],
-            None => vec![(ch.name.clone(), 0)],
-        };
+        // A scalar under the channel's name (`thetao_4`), or under its array's legacy flat name
+        // (`thetao_lev_40_0`, as Samudra's statistics of such stores are named), or a level vector.
+        let mut candidates: Vec<(String, usize)> = vec![(ch.name.clone(), 0)];
+        if !ch.compact && ch.array != ch.name {
+            candidates.push((ch.array.clone(), 0));
+        }
+        if let Some(k) = ch.level {
+            candidates.push((ch.var().to_string(), k));
+        }
         for (name, index) in &candidates {
             if let Some(e) = s.broken_error(name) {
                 return Err(e);
@@ -195,8 +221,8 @@ impl StatsStore {
                 continue;
             };
             let n: u64 = info.shape.iter().product();
-            let scalar = n == 1 && *name == ch.name;
-            let vector = info.shape.len() == 1 && *name != ch.name && (*index as u64) < info.shape[0];
+            let scalar = n == 1 && (*name == ch.name || *name == ch.array);
+            let vector = info.shape.len() == 1 && !scalar && *name == ch.var() && (*index as u64) < info.shape[0];
             if !(scalar || vector) {
                 continue;
             }
@@ -204,7 +230,7 @@ impl StatsStore {
             if !v.is_finite() {
                 return Err(s.invalid(name, format!("statistic for {:?} is {v}", ch.name)));
             }
-            return Ok(v as f32);
+            return Ok((v, info.dtype.clone()));
         }
         Err(Error::UnknownChannel {
             store: s.root.clone(),

@@ -197,14 +197,17 @@ impl Om4Store {
         Error::Invalid { store: self.root.clone(), array: array.to_string(), reason: reason.into() }
     }
 
-    /// Rows whose time lies in `[start, end)` (dates `YYYY-MM-DD[ HH:MM[:SS]]`); open bounds select all.
+    /// Rows whose time lies in `[start 12:00, end 12:00]`, both ends included, as Samudra selects
+    /// a time range (bounds are bare Julian dates `YYYY-MM-DD` at noon; see
+    /// [`TimeAxis::select_inclusive`]); open bounds select all.
     ///
     /// # Errors
-    /// [`Error::Time`] when a bound is given but the store has no CF time coordinate, or a bound is not a date.
+    /// [`Error::Time`] when a bound is given but the store has no CF time coordinate, a bound is
+    /// not a date, or the range lies entirely outside the time axis.
     pub fn select(&self, start: Option<&str>, end: Option<&str>) -> Result<Selection> {
         match &self.time {
             Some(t) => t
-                .select(start, end)
+                .select_inclusive(start, end)
                 .map(|rows| Selection { rows })
                 .map_err(|reason| Error::Time { store: self.root.clone(), reason }),
             None if start.is_none() && end.is_none() => Err(Error::Time {

@@ -1,6 +1,6 @@
-//! CF time axes: decode `"<unit> since <date>"` under the calendars OM4 stores use, and select
-//! half-open date ranges `[start, end)` as Samudra's time slices do (its samples are stamped 12:00,
-//! its bounds 00:00, so label slicing never meets a bound exactly).
+//! CF time axes: decode `"<unit> since <date>"` under every CF calendar, and select date ranges
+//! as Samudra does (bounds are Julian dates at 12:00, both ends included:
+//! [`TimeAxis::select_inclusive`]; [`TimeAxis::select`] keeps om4's earlier half-open rule).
 
 use std::fmt;
 use std::ops::Range;
@@ -8,6 +8,10 @@ use std::ops::Range;
 use serde::Serialize;
 
 /// A CF calendar.
+///
+/// Years are counted as cftime counts them by default (CF 1.9): the real-world calendars
+/// [`Julian`](Self::Julian) and [`Standard`](Self::Standard) have no year zero (1 BC is year -1);
+/// the others have one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Calendar {
@@ -17,9 +21,19 @@ pub enum Calendar {
     AllLeap,
     /// `360_day`.
     Day360,
-    /// `proleptic_gregorian`, and `standard`/`gregorian` for dates from 1582-10-15 on.
+    /// `proleptic_gregorian`: the Gregorian rules for every date, year zero included.
+    #[serde(rename = "proleptic_gregorian")]
     Gregorian,
+    /// `julian`: a leap year every 4 years, no century correction.
+    Julian,
+    /// `standard` / `gregorian`: CF's mixed calendar, Julian up to 1582-10-04, followed by the
+    /// Gregorian 1582-10-15 (the ten dates between do not exist).
+    Standard,
 }
+
+/// Days from 0001-01-01 to 1582-10-15 in the mixed calendar (577 737 Julian days to
+/// 1582-10-05, the day the Gregorian 1582-10-15 replaced).
+const SWITCH: i64 = 577_737;
 
 impl Calendar {
     /// Parses a CF calendar name (case-insensitive); `None` for unknown names.
@@ -28,16 +42,55 @@ impl Calendar {
             "noleap" | "365_day" => Some(Self::NoLeap),
             "all_leap" | "366_day" => Some(Self::AllLeap),
             "360_day" => Some(Self::Day360),
-            "standard" | "gregorian" | "proleptic_gregorian" => Some(Self::Gregorian),
+            "proleptic_gregorian" => Some(Self::Gregorian),
+            "julian" => Some(Self::Julian),
+            "standard" | "gregorian" => Some(Self::Standard),
             _ => None,
         }
     }
 
+    /// The CF name (the first one where a calendar has two).
+    pub fn cf_name(self) -> &'static str {
+        match self {
+            Self::NoLeap => "noleap",
+            Self::AllLeap => "all_leap",
+            Self::Day360 => "360_day",
+            Self::Gregorian => "proleptic_gregorian",
+            Self::Julian => "julian",
+            Self::Standard => "standard",
+        }
+    }
+
+    /// Whether year 0 exists (cftime's default `has_year_zero`): false for `julian` and
+    /// `standard`, where year -1 precedes year 1.
+    pub fn has_year_zero(self) -> bool {
+        !matches!(self, Self::Julian | Self::Standard)
+    }
+
+    /// The astronomical year (with a year 0) of a year as the calendar numbers it; `None` for a
+    /// year 0 that the calendar lacks.
+    fn astronomical(self, year: i64) -> Option<i64> {
+        match year {
+            0 if !self.has_year_zero() => None,
+            y if y < 0 && !self.has_year_zero() => Some(y + 1),
+            y => Some(y),
+        }
+    }
+
+    /// The year as the calendar numbers it, from an astronomical year.
+    fn numbered(self, year: i64) -> i64 {
+        if year <= 0 && !self.has_year_zero() { year - 1 } else { year }
+    }
+
+    /// Leap years, by astronomical year.
     fn is_leap(self, year: i64) -> bool {
         match self {
             Self::NoLeap | Self::Day360 => false,
             Self::AllLeap => true,
             Self::Gregorian => (year % 4 == 0 && year % 100 != 0) || year % 400 == 0,
+            Self::Julian => year.rem_euclid(4) == 0,
+            Self::Standard if year < 1582 => Self::Julian.is_leap(year),
+            Self::Standard => Self::Gregorian.is_leap(year),
         }
     }
 
@@ -53,6 +106,12 @@ impl Calendar {
         }
     }
 
+    /// Whether the (astronomical) date exists in the calendar.
+    fn exists(self, year: i64, month: u32, day: u32) -> bool {
+        let gap = self == Self::Standard && (year, month) == (1582, 10) && (5..=14).contains(&day);
+        (1..=12).contains(&month) && day >= 1 && day <= self.month_days(year, month) && !gap
+    }
+
     fn year_days(self, year: i64) -> i64 {
         match self {
             Self::Day360 => 360,
@@ -61,21 +120,34 @@ impl Calendar {
         }
     }
 
-    /// Days from 0001-01-01 to the date.
+    /// Days from 0001-01-01 to the (astronomical) date.
     fn ordinal(self, year: i64, month: u32, day: u32) -> i64 {
+        if self == Self::Standard {
+            return if (year, month, day) < (1582, 10, 15) {
+                Self::Julian.ordinal(year, month, day)
+            } else {
+                Self::Gregorian.ordinal(year, month, day) + 2
+            };
+        }
         let y = year - 1;
         let before_year = match self {
             Self::NoLeap => 365 * y,
             Self::AllLeap => 366 * y,
             Self::Day360 => 360 * y,
             Self::Gregorian => 365 * y + y.div_euclid(4) - y.div_euclid(100) + y.div_euclid(400),
+            Self::Julian => 365 * y + y.div_euclid(4),
+            Self::Standard => unreachable!("handled above"),
         };
         let before_month: i64 = (1..month).map(|m| i64::from(self.month_days(year, m))).sum();
         before_year + before_month + i64::from(day) - 1
     }
 
+    /// The (astronomical) date `days` after 0001-01-01.
     fn date_of(self, mut days: i64) -> (i64, u32, u32) {
-        // Walk from an estimate; exact for all four calendars.
+        if self == Self::Standard {
+            return if days >= SWITCH { Self::Gregorian.date_of(days - 2) } else { Self::Julian.date_of(days) };
+        }
+        // Walk from an estimate; exact for the single-rule calendars.
         let mut year = days.div_euclid(366) + 1;
         while self.ordinal(year + 1, 1, 1) <= days {
             year += 1;
@@ -91,6 +163,17 @@ impl Calendar {
             month += 1;
         }
         (year, month, days as u32 + 1)
+    }
+
+    /// This calendar's day count of the day that is day `julian_days` of the Julian calendar, for
+    /// the real-world calendars.
+    fn days_of_julian_days(self, julian_days: i64) -> Option<i64> {
+        match self {
+            Self::Julian | Self::Standard => Some(julian_days),
+            // the proleptic Gregorian 0001-01-01 is the Julian 0001-01-03
+            Self::Gregorian => Some(julian_days - 2),
+            Self::NoLeap | Self::AllLeap | Self::Day360 => None,
+        }
     }
 }
 
@@ -109,45 +192,59 @@ pub struct Instant {
 
 impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let whole = self.days.floor();
         // Days outside the years a date can name (or not finite) print as a day count.
-        let namable = whole.is_finite() && whole.abs() <= 366.0 * *YEARS.end() as f64;
+        let namable = self.days.is_finite() && self.days.abs() <= 366.0 * *YEARS.end() as f64;
         if !namable {
             return write!(f, "day {} since 0001-01-01", self.days);
         }
-        let (y, m, d) = self.calendar.date_of(whole as i64);
-        let secs = ((self.days - whole) * 86_400.0).round() as i64;
-        write!(f, "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+        let seconds = (self.days * 86_400.0).round() as i64;
+        let (y, m, d) = self.calendar.date_of(seconds.div_euclid(86_400));
+        let secs = seconds.rem_euclid(86_400);
+        let y = self.calendar.numbered(y);
+        let sign = if y < 0 { "-" } else { "" };
+        write!(f, "{sign}{:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", y.abs(), secs / 3600, secs / 60 % 60, secs % 60)
     }
 }
 
 /// Parses `YYYY-MM-DD`, optionally followed by ` HH:MM[:SS]` or `THH:MM[:SS]`, into days since
-/// 0001-01-01 of `calendar`.
+/// 0001-01-01 of `calendar`. Years are numbered as the calendar numbers them (no year 0 in
+/// `julian` and `standard`).
 ///
 /// # Errors
 /// A message when the text is not such a date or the date does not exist in the calendar.
 pub fn parse_date(text: &str, calendar: Calendar) -> Result<f64, String> {
+    let (days, seconds) = parse_date_parts(text, calendar)?;
+    Ok(days as f64 + seconds / 86_400.0)
+}
+
+/// [`parse_date`] as whole days since 0001-01-01 and seconds into the day.
+fn parse_date_parts(text: &str, calendar: Calendar) -> Result<(i64, f64), String> {
     let text = text.trim();
     let (date, time) = match text.find(['T', ' ']) {
         Some(i) => (&text[..i], text[i + 1..].trim()),
         None => (text, ""),
     };
     let bad = || format!("{text:?} is not a date (YYYY-MM-DD[ HH:MM[:SS]])");
+    let (negative, date) = match date.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, date),
+    };
     let parts: Vec<&str> = date.split('-').collect();
     let [y, m, d] = parts.as_slice() else {
         return Err(bad());
     };
     let year: i64 = y.parse().map_err(|_| bad())?;
+    let year = if negative { -year } else { year };
     let month: u32 = m.parse().map_err(|_| bad())?;
     let day: u32 = d.parse().map_err(|_| bad())?;
     if !YEARS.contains(&year) {
         return Err(format!("{text:?}: om4 handles years {} to {}", YEARS.start(), YEARS.end()));
     }
-    if !(1..=12).contains(&month) || day == 0 || day > calendar.month_days(year, month) {
-        return Err(format!("{text:?} does not exist in the {calendar:?} calendar"));
-    }
-    if calendar == Calendar::Gregorian && (year, month, day) < (1582, 10, 15) {
-        return Err(format!("{text:?} is before 1582-10-15, where the standard calendar is not proleptic"));
+    let Some(astro) = calendar.astronomical(year) else {
+        return Err(format!("{text:?}: the {} calendar has no year 0", calendar.cf_name()));
+    };
+    if !calendar.exists(astro, month, day) {
+        return Err(format!("{text:?} does not exist in the {} calendar", calendar.cf_name()));
     }
     let mut seconds = 0.0;
     if !time.is_empty() {
@@ -164,7 +261,85 @@ pub fn parse_date(text: &str, calendar: Calendar) -> Result<f64, String> {
         }
         seconds = h * 3600.0 + mi * 60.0 + s;
     }
-    Ok(calendar.ordinal(year, month, day) as f64 + seconds / 86_400.0)
+    Ok((calendar.ordinal(astro, month, day), seconds))
+}
+
+/// Parses a Samudra OM4 time bound as upstream's `JulianDate` does (m2lines/Samudra 018a6a7,
+/// `config.py`): `cftime.datetime.strptime(value, "%Y-%m-%d", calendar="julian")`, i.e. an optional
+/// sign, exactly four year digits, a month `01`–`12` or `1`–`9`, a day `01`–`31`, `1`–`9` or a
+/// space and `1`–`9`, nothing before or after (no time of day), naming a date of the Julian
+/// calendar (no year 0). Returns the Julian (astronomical) year, month and day.
+fn parse_julian_bound(text: &str) -> Result<(i64, u32, u32), String> {
+    let bad = || {
+        format!(
+            "{text:?} is not a Samudra time bound: a bare date YYYY-MM-DD of the julian calendar \
+             (Samudra takes it at 12:00; a time of day is not allowed)"
+        )
+    };
+    let (sign, rest) = match text.as_bytes().first() {
+        Some(b'-') => (-1, &text[1..]),
+        Some(b'+') => (1, &text[1..]),
+        _ => (1, text),
+    };
+    let mut parts = rest.splitn(3, '-');
+    let (Some(y), Some(m), Some(d)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let month_ok = match m.len() {
+        1 => m != "0",
+        2 => (m.starts_with('0') && m != "00") || (m.starts_with('1') && m <= "12"),
+        _ => false,
+    };
+    let d = match d.as_bytes() {
+        [b' ', rest @ ..] if rest.len() == 1 => &d[1..],
+        _ => d,
+    };
+    let day_ok = match d.len() {
+        1 => d != "0",
+        2 => d != "00" && d <= "31",
+        _ => false,
+    };
+    if !(y.len() == 4 && digits(y) && digits(m) && month_ok && digits(d) && day_ok) {
+        return Err(bad());
+    }
+    let year = sign * y.parse::<i64>().map_err(|_| bad())?;
+    let (month, day) = (m.parse().map_err(|_| bad())?, d.parse().map_err(|_| bad())?);
+    let astro =
+        Calendar::Julian.astronomical(year).ok_or_else(|| format!("{text:?}: the julian calendar has no year 0"))?;
+    if !Calendar::Julian.exists(astro, month, day) {
+        return Err(format!("{text:?} does not exist in the julian calendar"));
+    }
+    Ok((astro, month, day))
+}
+
+/// Microseconds per unit of a CF time unit, as cftime spells them (`hr`, `secs`, `ms`, ...).
+fn unit_micros(unit: &str, calendar: Calendar) -> Option<i64> {
+    Some(match unit.to_ascii_lowercase().as_str() {
+        "microseconds" | "microsecond" | "microsec" | "microsecs" => 1,
+        "milliseconds" | "millisecond" | "millisec" | "millisecs" | "msec" | "msecs" | "ms" => 1_000,
+        "seconds" | "second" | "sec" | "secs" | "s" => 1_000_000,
+        "minutes" | "minute" | "min" | "mins" => 60_000_000,
+        "hours" | "hour" | "hr" | "hrs" | "h" => 3_600_000_000,
+        "days" | "day" | "d" => 86_400_000_000,
+        "months" | "month" if calendar == Calendar::Day360 => 30 * 86_400_000_000,
+        "common_years" | "common_year" if calendar == Calendar::NoLeap => 365 * 86_400_000_000,
+        _ => return None,
+    })
+}
+
+/// Splits CF `units` into the microseconds of its unit and its reference date text.
+fn split_units(units: &str, calendar: Calendar) -> Result<(i64, &str), String> {
+    let malformed = || format!("units {units:?} are not \"<unit> since <date>\"");
+    let units_trimmed = units.trim_start();
+    let (unit, rest) = units_trimmed.split_once(char::is_whitespace).ok_or_else(malformed)?;
+    let rest = rest.trim_start();
+    let (since, date) = rest.split_once(char::is_whitespace).ok_or_else(malformed)?;
+    if !since.eq_ignore_ascii_case("since") {
+        return Err(malformed());
+    }
+    let micros = unit_micros(unit, calendar).ok_or_else(|| format!("unsupported time unit {unit:?}"))?;
+    Ok((micros, date.trim()))
 }
 
 /// A decoded time coordinate.
@@ -184,7 +359,8 @@ impl TimeAxis {
         Self { raw, instants: None, units: None }
     }
 
-    /// Decodes raw values with CF `units` and `calendar` (default `standard`).
+    /// Decodes raw values with CF `units` and `calendar` (default `standard`, the mixed
+    /// Julian/Gregorian calendar, as CF and cftime).
     ///
     /// # Errors
     /// A message for unknown units or calendars, and for non-increasing or repeated times.
@@ -202,15 +378,8 @@ impl TimeAxis {
         };
         let cal_name = calendar.unwrap_or("standard");
         let cal = Calendar::parse(cal_name).ok_or_else(|| format!("unsupported calendar {cal_name:?}"))?;
-        let (unit, since) =
-            units.split_once(" since ").ok_or_else(|| format!("units {units:?} are not \"<unit> since <date>\""))?;
-        let scale = match unit.trim().to_ascii_lowercase().as_str() {
-            "days" | "day" | "d" => 1.0,
-            "hours" | "hour" | "h" => 1.0 / 24.0,
-            "minutes" | "minute" | "min" => 1.0 / 1440.0,
-            "seconds" | "second" | "s" => 1.0 / 86_400.0,
-            other => return Err(format!("unsupported time unit {other:?}")),
-        };
+        let (micros, since) = split_units(units, cal)?;
+        let scale = micros as f64 / 86_400_000_000.0;
         let origin = parse_date(since, cal)?;
         let instants = raw.iter().map(|&v| Instant { days: origin + v * scale, calendar: cal }).collect();
         Ok(Self { raw, instants: Some(instants), units: Some(units.to_string()) })
@@ -231,7 +400,10 @@ impl TimeAxis {
         self.instants.as_ref().and_then(|i| i.first()).map(|i| i.calendar)
     }
 
-    /// Rows whose time lies in `[start, end)`; an absent bound is open.
+    /// Rows whose time lies in `[start, end)`; an absent bound is open. Bounds are dates with an
+    /// optional time of day ([`parse_date`]), 00:00 when none, in the axis's calendar.
+    ///
+    /// This is om4's original rule; Samudra's is [`select_inclusive`](Self::select_inclusive).
     ///
     /// # Errors
     /// A message when a bound is given but the axis has no CF units, or a bound is not a date.
@@ -249,6 +421,99 @@ impl TimeAxis {
         let first = lo.map_or(0, |lo| instants.partition_point(|i| i.days < lo));
         let last = hi.map_or(instants.len(), |hi| instants.partition_point(|i| i.days < hi));
         Ok(first..last.max(first))
+    }
+
+    /// Rows whose time lies in `[start 12:00, end 12:00]`, both ends included, as Samudra selects
+    /// an OM4 time range (m2lines/Samudra 018a6a7: `Om4TimeConfig` bounds are `JulianDate`s,
+    /// `cftime.datetime.strptime(value, "%Y-%m-%d", calendar="julian").replace(hour=12)`, and
+    /// `DataSource.slice` takes `data.sel(time=slice(start, end))`, which keeps both ends). An
+    /// absent bound is open.
+    ///
+    /// Each bound is a bare date `YYYY-MM-DD` of the Julian calendar (upstream's `strptime` format:
+    /// four year digits, one- or two-digit month and day; a time of day is an error, as upstream).
+    /// Times are compared as cftime decodes them: whole microseconds, `value × unit` rounded
+    /// (`num2date`). On a `julian`, `standard` or `proleptic_gregorian` axis a bound is the same
+    /// instant as upstream's (so on a `proleptic_gregorian` axis the Julian `2000-01-01` is
+    /// `2000-01-14`); on a `noleap`, `all_leap` or `360_day` axis, where upstream's comparison
+    /// raises `TypeError`, om4 takes the same year, month and day in the axis's calendar (the date
+    /// must exist in both).
+    ///
+    /// # Errors
+    /// As upstream: a bound that is not such a date; a range entirely outside the axis
+    /// (`start` after the last time or `end` before the first; upstream's `ValueError`) or an
+    /// empty axis. Also an axis without CF units, or a time value that cftime could not decode
+    /// (not finite, or beyond 64-bit microseconds).
+    pub fn select_inclusive(&self, start: Option<&str>, end: Option<&str>) -> Result<Range<usize>, String> {
+        let lo = start.map(parse_julian_bound).transpose()?;
+        let hi = end.map(parse_julian_bound).transpose()?;
+        if lo.is_none() && hi.is_none() {
+            return Ok(0..self.len());
+        }
+        let micros = self.micros()?;
+        let cal = self.calendar().expect("an axis with CF units and at least one time has a calendar");
+        let bound = |(y, m, d): (i64, u32, u32)| -> Result<i128, String> {
+            let days = match cal.days_of_julian_days(Calendar::Julian.ordinal(y, m, d)) {
+                Some(days) => days,
+                None if cal.exists(y, m, d) => cal.ordinal(y, m, d),
+                None => {
+                    return Err(format!(
+                        "{:04}-{m:02}-{d:02} does not exist in the axis's {} calendar",
+                        Calendar::Julian.numbered(y),
+                        cal.cf_name()
+                    ));
+                }
+            };
+            Ok(i128::from(days) * 86_400_000_000 + 12 * 3_600_000_000)
+        };
+        let lo = lo.map(bound).transpose()?;
+        let hi = hi.map(bound).transpose()?;
+        let (min, max) = (micros[0], micros[micros.len() - 1]);
+        if lo.is_some_and(|lo| lo > max) || hi.is_some_and(|hi| hi < min) {
+            return Err(format!(
+                "time range {} to {} is entirely outside the axis ({} to {})",
+                start.unwrap_or("(open)"),
+                end.unwrap_or("(open)"),
+                self.instants.as_ref().expect("decoded")[0],
+                self.instants.as_ref().expect("decoded")[micros.len() - 1]
+            ));
+        }
+        let first = lo.map_or(0, |lo| micros.partition_point(|&t| t < lo));
+        let last = hi.map_or(micros.len(), |hi| micros.partition_point(|&t| t <= hi));
+        Ok(first..last.max(first))
+    }
+
+    /// Each time as whole microseconds since 0001-01-01 00:00 of the axis's calendar, decoded as
+    /// cftime's `num2date` does: `rint(value × unit)` in microseconds, snapped to the whole second
+    /// when one microsecond off (for units of a second or more), added to the reference date.
+    fn micros(&self) -> Result<Vec<i128>, String> {
+        let (Some(units), Some(cal)) = (self.units.as_deref(), self.calendar()) else {
+            return Err(if self.units.is_some() {
+                "the time axis is empty".to_string()
+            } else {
+                "the time coordinate has no CF units, so it can be selected by position only".to_string()
+            });
+        };
+        let (unit, since) = split_units(units, cal)?;
+        let (days, seconds) = parse_date_parts(since, cal)?;
+        let origin = i128::from(days) * 86_400_000_000 + (seconds * 1e6).round() as i128;
+        self.raw
+            .iter()
+            .map(|&v| {
+                let x = v * unit as f64;
+                if !x.is_finite() || x.abs() >= 9.2e18 {
+                    return Err(format!("time value {v} cannot be decoded as microseconds"));
+                }
+                let mut n = x.round_ties_even() as i64;
+                if unit >= 1_000_000 {
+                    if n.rem_euclid(1_000_000) == 1 {
+                        n = x.floor() as i64;
+                    } else if n.rem_euclid(1_000_000) == 999_999 {
+                        n = x.ceil() as i64;
+                    }
+                }
+                Ok(origin + i128::from(n))
+            })
+            .collect()
     }
 }
 
@@ -276,8 +541,17 @@ mod tests {
 
     #[test]
     fn calendars_round_trip() {
-        for cal in [Calendar::NoLeap, Calendar::AllLeap, Calendar::Day360, Calendar::Gregorian] {
-            for days in [577_000i64, 700_000, 730_000, 740_000] {
+        let all = [
+            Calendar::NoLeap,
+            Calendar::AllLeap,
+            Calendar::Day360,
+            Calendar::Gregorian,
+            Calendar::Julian,
+            Calendar::Standard,
+        ];
+        for cal in all {
+            assert_eq!(Calendar::parse(cal.cf_name()), Some(cal));
+            for days in [-800_000i64, -1, 0, 577_000, SWITCH - 1, SWITCH, 700_000, 730_000, 740_000] {
                 let (y, m, d) = cal.date_of(days);
                 assert_eq!(cal.ordinal(y, m, d), days, "{cal:?}");
             }
@@ -298,8 +572,121 @@ mod tests {
         assert!(TimeAxis::decode(vec![0.0, 1.0, 1.0], None, None).is_err());
         assert!(TimeAxis::decode(vec![2.0, 1.0], None, None).is_err());
         assert!(TimeAxis::decode(vec![0.0], Some("fortnights since 2000-01-01"), None).is_err());
-        assert!(TimeAxis::decode(vec![0.0], Some("days since 2000-01-01"), Some("julian")).is_err());
+        assert!(TimeAxis::decode(vec![0.0], Some("days since 2000-01-01"), Some("tropical")).is_err());
+        assert!(TimeAxis::decode(vec![0.0], Some("days after 2000-01-01"), None).is_err());
         let plain = TimeAxis::decode(vec![0.0, 1.0], None, None).unwrap();
         assert!(plain.select(Some("2000-01-01"), None).is_err());
+    }
+
+    #[test]
+    fn julian_and_mixed_calendars() {
+        let j = |s| parse_date(s, Calendar::Julian).unwrap();
+        let st = |s| parse_date(s, Calendar::Standard).unwrap();
+        let g = |s| parse_date(s, Calendar::Gregorian).unwrap();
+        // Julian: every fourth year is leap, 1900 included
+        assert_eq!(j("1900-03-01") - j("1900-02-28"), 2.0);
+        assert!(parse_date("1900-02-29", Calendar::Gregorian).is_err());
+        assert!(parse_date("1900-02-29", Calendar::Standard).is_err());
+        assert_eq!(j("1901-01-01") - j("1801-01-01"), 36_525.0);
+        assert_eq!(g("1901-01-01") - g("1801-01-01"), 36_524.0);
+        // the mixed calendar: Julian up to 1582-10-04, then Gregorian 1582-10-15
+        assert_eq!(st("1582-10-15") - st("1582-10-04"), 1.0);
+        assert_eq!(st("1582-10-15"), SWITCH as f64);
+        for day in 5..=14 {
+            assert!(parse_date(&format!("1582-10-{day:02}"), Calendar::Standard).is_err());
+            assert!(parse_date(&format!("1582-10-{day:02}"), Calendar::Julian).is_ok());
+        }
+        assert_eq!(st("1500-02-29"), j("1500-02-29"));
+        assert_eq!(st("1582-10-04"), j("1582-10-04"));
+        assert_eq!(st("2000-01-01"), g("2000-01-01") + 2.0);
+        // the same instant: Julian 2000-01-01 is Gregorian 2000-01-14
+        assert_eq!(j("2000-01-01"), st("2000-01-14"));
+        // no year zero in julian and standard; year zero in proleptic_gregorian
+        assert!(parse_date("0000-06-01", Calendar::Julian).is_err());
+        assert!(parse_date("0000-06-01", Calendar::Standard).is_err());
+        assert_eq!(j("0001-01-01") - j("-0001-12-31"), 1.0);
+        assert_eq!(g("0001-01-01") - g("0000-12-31"), 1.0);
+        let show = |days, calendar| Instant { days, calendar }.to_string();
+        assert_eq!(show(-1.0, Calendar::Standard), "-0001-12-31 00:00:00");
+        assert_eq!(show(-1.0, Calendar::Gregorian), "0000-12-31 00:00:00");
+        assert_eq!(show(SWITCH as f64 - 0.5, Calendar::Standard), "1582-10-04 12:00:00");
+        assert_eq!(show(SWITCH as f64, Calendar::Standard), "1582-10-15 00:00:00");
+        // a day count a hair short of midnight is that midnight, never 24:00:00
+        assert_eq!(show(1.0 - 1e-12, Calendar::Julian), "0001-01-02 00:00:00");
+    }
+
+    fn julian_om4_axis() -> TimeAxis {
+        // five-day steps at 12:00 from 2013-09-30, julian, in days since 1958-01-01
+        let origin = parse_date("2013-09-30 12:00", Calendar::Julian).unwrap()
+            - parse_date("1958-01-01", Calendar::Julian).unwrap();
+        let raw = (0..10).map(|k| origin + 5.0 * k as f64).collect();
+        TimeAxis::decode(raw, Some("days since 1958-01-01 00:00:00"), Some("julian")).unwrap()
+    }
+
+    #[test]
+    fn inclusive_selection_keeps_both_ends() {
+        let t = julian_om4_axis();
+        let shown: Vec<String> = t.instants.as_ref().unwrap().iter().map(ToString::to_string).collect();
+        assert_eq!(shown[1], "2013-10-05 12:00:00");
+        assert_eq!(shown[3], "2013-10-15 12:00:00");
+        // both the start's and the end's own steps are in; [start, end) keeps only the start's
+        assert_eq!(t.select_inclusive(Some("2013-10-05"), Some("2013-10-15")).unwrap(), 1..4);
+        assert_eq!(t.select(Some("2013-10-05"), Some("2013-10-15")).unwrap(), 1..3);
+        assert_eq!(t.select_inclusive(Some("2013-10-06"), Some("2013-10-14")).unwrap(), 2..3);
+        assert_eq!(t.select_inclusive(Some("2013-1-6"), None).unwrap(), 0..10);
+        assert_eq!(t.select_inclusive(None, Some("2013-10- 5")).unwrap(), 0..2);
+        assert_eq!(t.select_inclusive(None, None).unwrap(), 0..10);
+        // reversed bounds select nothing, as xarray's slice does
+        assert_eq!(t.select_inclusive(Some("2013-10-15"), Some("2013-10-05")).unwrap(), 3..3);
+        // entirely outside: upstream's ValueError
+        assert!(t.select_inclusive(Some("2014-01-01"), Some("2015-01-01")).is_err());
+        assert!(t.select_inclusive(Some("2000-01-01"), Some("2013-09-29")).is_err());
+        assert!(t.select_inclusive(Some("2000-01-01"), Some("2013-09-30")).is_ok());
+        // upstream's strptime("%Y-%m-%d"): no time of day, four year digits, julian dates
+        for bad in [
+            "2013-10-05T12:00",
+            "2013-10-05 00:00",
+            " 2013-10-05",
+            "2013-10-05 ",
+            "13-10-05",
+            "2013-13-01",
+            "2013-02-30",
+            "2013-10-32",
+            "2013-00-10",
+        ] {
+            assert!(t.select_inclusive(Some(bad), None).is_err(), "{bad}");
+        }
+        assert!(t.select_inclusive(None, Some("1900-02-29")).is_err()); // a julian date, but before the axis
+        assert!(parse_julian_bound("1900-02-29").is_ok());
+        assert!(parse_julian_bound("0000-01-01").is_err());
+        assert_eq!(parse_julian_bound("-0005-01-01").unwrap(), (-4, 1, 1));
+        assert_eq!(parse_julian_bound("+2013-1-5").unwrap(), (2013, 1, 5));
+        // an axis without CF units, or an empty one
+        assert!(TimeAxis::positions(vec![0.0, 1.0]).select_inclusive(Some("2013-10-05"), None).is_err());
+        let empty = TimeAxis::decode(vec![], Some("days since 1958-01-01"), Some("julian")).unwrap();
+        assert!(empty.select_inclusive(Some("2013-10-05"), None).is_err());
+    }
+
+    #[test]
+    fn inclusive_selection_across_calendars() {
+        // days since 2000-01-01 00:00, one step per day at 12:00
+        let axis = |cal| {
+            TimeAxis::decode((0..40).map(|k| k as f64 + 0.5).collect(), Some("days since 2000-01-01"), Some(cal))
+                .unwrap()
+        };
+        // the Julian 2000-01-01 12:00 is the Gregorian 2000-01-14 12:00: row 13
+        assert_eq!(
+            axis("proleptic_gregorian").select_inclusive(Some("2000-01-01"), Some("2000-01-01")).unwrap(),
+            13..14
+        );
+        assert_eq!(axis("standard").select_inclusive(Some("2000-01-01"), Some("2000-01-01")).unwrap(), 13..14);
+        assert_eq!(axis("julian").select_inclusive(Some("2000-01-01"), Some("2000-01-01")).unwrap(), 0..1);
+        // idealized calendars: the same year, month and day
+        assert_eq!(axis("noleap").select_inclusive(Some("2000-01-03"), Some("2000-01-05")).unwrap(), 2..5);
+        assert_eq!(axis("360_day").select_inclusive(Some("2000-01-30"), Some("2000-02-01")).unwrap(), 29..31);
+        assert!(axis("noleap").select_inclusive(Some("2000-02-29"), None).is_err());
+        // hours: 12:00 steps decoded exactly, whatever the float rounding of 1/24
+        let hours = TimeAxis::decode(vec![12.0, 36.0, 60.0], Some("hours since 2000-01-01"), Some("julian")).unwrap();
+        assert_eq!(hours.select_inclusive(Some("2000-01-02"), Some("2000-01-03")).unwrap(), 1..3);
     }
 }

@@ -7,6 +7,8 @@ use proptest::prelude::*;
 fn date_like() -> impl Strategy<Value = String> {
     prop_oneof![
         "[0-9]{1,12}-[0-9]{1,3}-[0-9]{1,3}( [0-9]{1,3}:[0-9]{1,3}(:[0-9]{1,3}(\\.[0-9]{0,9})?)?)?",
+        "[+-]?[0-9]{4}-[0-9]{1,2}-( ?[0-9]{1,2})",
+        "[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}",
         "-?[0-9]{1,20}-[0-9]{0,3}-?[0-9]{0,3}T?[0-9:. +-]{0,12}",
         ".{0,24}",
     ]
@@ -51,7 +53,14 @@ proptest! {
         start in prop::option::of(date_like()), end in prop::option::of(date_like()),
     ) {
         let outcome = std::panic::catch_unwind(|| {
-            for c in [Calendar::NoLeap, Calendar::AllLeap, Calendar::Day360, Calendar::Gregorian] {
+            for c in [
+                Calendar::NoLeap,
+                Calendar::AllLeap,
+                Calendar::Day360,
+                Calendar::Gregorian,
+                Calendar::Julian,
+                Calendar::Standard,
+            ] {
                 let _ = start.as_deref().map(|s| parse_date(s, c));
             }
             if let Ok(axis) = TimeAxis::decode(raw.clone(), units.as_deref(), cal.as_deref()) {
@@ -60,9 +69,11 @@ proptest! {
                     let _ = instant.to_string();
                 }
                 let _ = axis.select(start.as_deref(), end.as_deref());
+                let _ = axis.select_inclusive(start.as_deref(), end.as_deref());
             }
             let positions = TimeAxis::positions(raw.clone());
             let _ = positions.select(start.as_deref(), end.as_deref());
+            let _ = positions.select_inclusive(start.as_deref(), end.as_deref());
         });
         prop_assert!(outcome.is_ok());
     }
