@@ -32,6 +32,14 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// Upstream weights could not be loaded or saved.
+    #[error("weights {path}: {reason}")]
+    Weights {
+        /// File.
+        path: PathBuf,
+        /// What went wrong, naming the keys.
+        reason: String,
+    },
     /// A configuration value is out of range.
     #[error("invalid {field}: {reason}")]
     Config {

@@ -23,6 +23,7 @@ mod error;
 mod loss;
 pub mod model;
 mod trainer;
+mod weights;
 
 pub use config::{EpochReport, TrainConfig};
 pub use ema::Ema;
@@ -30,3 +31,4 @@ pub use error::{Error, Result};
 pub use loss::{DynamicLoss, Masked, Predictor, cosine_lr, grad_norm, rollout_loss};
 pub use model::{NormKind, Samudra, SamudraConfig, UpsampleKind};
 pub use trainer::Trainer;
+pub use weights::{CheckpointEntry, load_upstream, save_upstream};

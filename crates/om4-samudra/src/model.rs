@@ -5,8 +5,9 @@
 //! 1×1 conv when widths differ. Before every k×k conv the block pads `d` cells: circular along
 //! longitude (x), zeros along latitude (y). Four down blocks with dilations [1, 2, 4, 8], each
 //! followed by AvgPool2d(2); a middle block; three up blocks (dilations 8, 4, 2); after every ×2
-//! upsample the result is zero-padded (bottom, right) to the skip's size and the skip is added;
-//! a final block (dilation 2); a 3×3 head on a circular pad; land set to 0.
+//! upsample the skip is added;
+//! a final block (dilation 2); a 3×3 head on a circular pad; land set to 0. The upsampled tensor
+//! is zero-padded to the skip's size split evenly (left/right, top/bottom) as upstream does.
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -167,11 +168,29 @@ impl Norm {
     }
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         match (&self.batch, &self.instance) {
+            (Some(n), _) if x.device().is_autodiff() && n.training.is_enabled() => batch_norm_train(n, x),
             (Some(n), _) => n.forward(x),
             (None, Some(n)) => n.forward(x),
             (None, None) => x,
         }
     }
+}
+
+/// Batch norm in training mode as PyTorch computes it: normalize with the batch's biased
+/// variance, but update the running variance with the unbiased one (`var · n / (n − 1)`, `n`
+/// values per channel); Burn's own `BatchNorm` stores the biased variance.
+pub fn batch_norm_train(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
+    let [b, _, h, w] = x.dims();
+    let n = (b * h * w) as f64;
+    let result = burn::tensor::module::batch_norm_train(x, bn.gamma.val(), bn.beta.val(), bn.epsilon);
+    let device = result.output.device();
+    let m = bn.momentum;
+    let unbiased = if n > 1.0 { result.variance.detach() * (n / (n - 1.0)) } else { result.variance.detach() };
+    let mean = bn.running_mean.value_sync().to_device(&device) * (1.0 - m) + result.mean.detach() * m;
+    let var = bn.running_var.value_sync().to_device(&device) * (1.0 - m) + unbiased * m;
+    bn.running_mean.update(mean.detach());
+    bn.running_var.update(var.detach());
+    result.output
 }
 
 /// One ConvNeXt block.
@@ -247,14 +266,16 @@ impl Samudra {
         }
     }
 
-    /// Zero-pads bottom/right to `like`'s size, then adds it.
+    /// Zero-pads to the skip's size as upstream does (`[dw/2, dw − dw/2, dh/2, dh − dh/2]`:
+    /// left, right, top, bottom), then adds the skip.
     fn add_skip(x: Tensor<4>, skip: Tensor<4>) -> Tensor<4> {
         let [_, _, h, w] = x.dims();
         let [_, _, sh, sw] = skip.dims();
         let x = if (h, w) == (sh, sw) {
             x
         } else {
-            x.pad((0, sw.saturating_sub(w), 0, sh.saturating_sub(h)), burn::tensor::ops::PadMode::Constant(0.0))
+            let (dh, dw) = (sh.saturating_sub(h), sw.saturating_sub(w));
+            x.pad((dw / 2, dw - dw / 2, dh / 2, dh - dh / 2), burn::tensor::ops::PadMode::Constant(0.0))
         };
         x + skip
     }

@@ -1,0 +1,112 @@
+"""Forward parity of om4's Samudra with upstream PyTorch Samudra at the 1° grid (180 × 360).
+
+Builds upstream's own model (m2lines/Samudra 018a6a7, imported from --upstream-src) for the
+presets `tiny` (om4's: widths [16, 24, 32, 48], instance norm), `v1`, `v2` and `v2_highres`
+with Samudra's channel counts (77 prognostic + 3 boundary variables, hist 1: 160 inputs, 154
+outputs), random weights with perturbed batch-norm statistics (as make_upstream_model.py does),
+saves them as safetensors with a random input and ocean mask, runs the float64 forward in torch,
+then om4's `samudra_forward` example on the same files, and prints
+max|om4 − ref| / max|ref| per preset (the bound is 1e-5). Not run in CI (torch, minutes of CPU).
+
+    python check_forward_1deg.py --upstream-src /path/to/Samudra/src \
+        --forward-bin target/release/examples/samudra_forward [--presets tiny,v2_highres] [--work DIR]
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+PRESETS = {
+    "tiny": {"ch_width": [16, 24, 32, 48], "upscale_factor": 2, "norm": "instance", "up": "zonally_periodic_upsample"},
+    "v1": {"ch_width": [200, 250, 300, 400], "upscale_factor": 4, "norm": "batch", "up": "bilinear_upsample"},
+    "v2": {"ch_width": [280, 380, 480, 520], "upscale_factor": 2, "norm": "batch", "up": "zonally_periodic_upsample"},
+    "v2_highres": {
+        "ch_width": [280, 380, 480, 520],
+        "upscale_factor": 2,
+        "norm": "instance",
+        "up": "zonally_periodic_upsample",
+    },
+}
+H, W, HIST, N_PROG, N_BND = 180, 360, 1, 77, 3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--upstream-src", default=os.environ.get("SAMUDRA_SRC", "/work/upstream-samudra/src"))
+    ap.add_argument("--forward-bin", required=True)
+    ap.add_argument("--presets", default="tiny,v1,v2,v2_highres")
+    ap.add_argument("--work", default=None)
+    args = ap.parse_args()
+    spec = importlib.util.spec_from_file_location("make_upstream_model", HERE / "make_upstream_model.py")
+    mum = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mum)
+    prog_ch, bnd_ch = (HIST + 1) * N_PROG, (HIST + 1) * N_BND
+    mum.PROG_CH, mum.BND_CH, mum.HIST = prog_ch, bnd_ch, HIST
+    src = Path(args.upstream_src)
+    sys.path.insert(0, str(src))
+    mum.install_stub_modules()
+    import torch
+    from safetensors.torch import save_file
+    from samudra.utils.ctx import GridContext
+
+    torch.set_num_threads(os.cpu_count() or 2)
+    fwd64 = mum.forward_once_float64(src)
+    work = Path(args.work or tempfile.mkdtemp(prefix="om4-1deg-"))
+    work.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(mum.SEED)
+    x = torch.randn(1, prog_ch + bnd_ch, H, W, generator=gen, dtype=torch.float32) * 2.0
+    depth = torch.randn(H, W, generator=gen)
+    # Nested ocean masks, one per level of 19, shared by the variables; the first row is land.
+    levels = torch.stack([depth > -1.5 + 0.1 * k for k in range(19)])
+    levels[:, 0, :] = False
+    var_mask = torch.cat([levels, levels, levels, levels, levels[:1]])  # uo, vo, thetao, so, zos
+    label_mask = var_mask.repeat(HIST + 1, 1, 1)
+    lat = torch.linspace(-89.5, 89.5, H, dtype=torch.float64)
+    lon = torch.linspace(0.5, 359.5, W, dtype=torch.float64)
+    ctx = GridContext(label_mask, (lat, lon), (lat, lon))
+    np.save(work / "input.npy", x.numpy())
+    np.save(work / "mask.npy", label_mask.numpy())
+    results = {}
+    for name in args.presets.split(","):
+        torch.manual_seed(mum.SEED)
+        _, model = mum.build_model(PRESETS[name], grid=(H, W))
+        mum.perturb(model, gen)
+        model.eval()
+        weights = work / f"{name}.safetensors"
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
+        t0 = time.time()
+        with torch.no_grad():
+            ref = fwd64(model.double(), x[:, :prog_ch].double(), x[:, prog_ch:].double(), ctx).numpy()
+        t_torch = time.time() - t0
+        out = work / f"{name}_om4.npy"
+        t0 = time.time()
+        subprocess.run(
+            [args.forward_bin, "--weights", str(weights), "--model", name, "--in-channels", str(prog_ch + bnd_ch),
+             "--out-channels", str(prog_ch), "--input", str(work / "input.npy"), "--mask", str(work / "mask.npy"),
+             "--out", str(out)],
+            check=True,
+        )
+        t_om4 = time.time() - t0
+        got = np.load(out).astype(np.float64)
+        err = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+        results[name] = {"relative_error": err, "torch_float64_s": round(t_torch, 1), "om4_s": round(t_om4, 1),
+                         "n_parameters": sum(p.numel() for p in model.parameters())}
+        print(f"{name}: max|om4 - ref| / max|ref| = {err:.3e} (bound 1e-5) "
+              f"[torch float64 {t_torch:.0f} s, om4 {t_om4:.0f} s]", flush=True)
+    (work / "results.json").write_text(json.dumps(results, indent=1))
+    print(json.dumps(results))
+    if any(r["relative_error"] > 1e-5 for r in results.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
