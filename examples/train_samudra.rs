@@ -55,6 +55,10 @@ struct Args {
     /// Resume from --checkpoint-dir.
     #[arg(long)]
     resume: bool,
+    /// At the end, save the EMA weights for upstream PyTorch Samudra and `rollout_samudra`
+    /// (safetensors with upstream's names).
+    #[arg(long)]
+    save_weights: Option<PathBuf>,
     /// cpu (default); GPU backends need a build with their cargo feature.
     #[arg(long, default_value = "cpu")]
     device: String,
@@ -99,13 +103,24 @@ struct Span {
     end: Option<String>,
 }
 
+/// `steps = 4` or, as upstream's curriculum, `steps = [1, 2, 4]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum StepsSetting {
+    One(usize),
+    Curriculum(Vec<usize>),
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct Train {
     epochs: Option<usize>,
     learning_rate: Option<f64>,
     batch_size: Option<usize>,
-    steps: Option<usize>,
+    /// One rollout length, or upstream's curriculum list (with `step_transition`).
+    steps: Option<StepsSetting>,
+    /// Epochs at which the curriculum takes its next length.
+    step_transition: Option<Vec<usize>>,
     data_stride: Option<usize>,
     grad_accumulation: Option<usize>,
     /// Samudra's dynamic loss weights with this limit (v2 configs use 20).
@@ -189,7 +204,19 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         learning_rate: file.train.learning_rate.unwrap_or(if demo { 2e-3 } else { defaults.learning_rate }),
         batch_size: args.batch_size.or(file.train.batch_size).unwrap_or(defaults.batch_size),
         hist: args.history.or(file.data.hist).unwrap_or(defaults.hist),
-        steps: args.steps.or(file.train.steps).unwrap_or(if demo { 2 } else { defaults.steps }),
+        steps: args
+            .steps
+            .or(match &file.train.steps {
+                Some(StepsSetting::One(n)) => Some(*n),
+                Some(StepsSetting::Curriculum(list)) => list.first().copied(),
+                None => None,
+            })
+            .unwrap_or(if demo { 2 } else { defaults.steps }),
+        curriculum_steps: match (&file.train.steps, args.steps) {
+            (Some(StepsSetting::Curriculum(list)), None) => list.clone(),
+            _ => Vec::new(),
+        },
+        step_transition: file.train.step_transition.clone().unwrap_or_default(),
         data_stride: file.train.data_stride.unwrap_or(1),
         grad_accumulation: file.train.grad_accumulation.unwrap_or(1),
         rand_seed: file.experiment.rand_seed.unwrap_or(defaults.rand_seed),
@@ -259,5 +286,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("done in {:.1}s", started.elapsed().as_secs_f64());
+    if let Some(path) = &args.save_weights {
+        om4_samudra::save_upstream(trainer.ema(), path)?;
+        println!("saved the EMA weights to {}", path.display());
+    }
     Ok(())
 }

@@ -4,21 +4,25 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
-use om4_store::Om4Store;
+use om4_store::{Om4Store, StoreLocation};
 use serde_json::json;
+
+use super::RemoteArgs;
 
 /// Layout, format, grid, time range, channels, codecs, chunking, masks, statistics and problems.
 #[derive(Args, Debug)]
 pub(crate) struct InspectArgs {
-    /// Store root (e.g. OM4.zarr).
+    /// Store root (e.g. OM4.zarr), or s3://BUCKET/PATH/OM4.zarr.
     store: PathBuf,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    remote: RemoteArgs,
 }
 
 pub(crate) fn run(a: &InspectArgs) -> Result<()> {
-    inspect(&a.store, a.json)
+    inspect(&a.remote.location(&a.store)?, a.json)
 }
 
 /// Every channel's validation problem, by trying each channel alone; with `all`, also every array
@@ -39,8 +43,8 @@ pub(crate) fn problems(store: &Om4Store, channels: &[String], all: bool) -> Vec<
     out
 }
 
-fn inspect(path: &Path, as_json: bool) -> Result<()> {
-    let store = Om4Store::open(path)?;
+fn inspect(location: &StoreLocation, as_json: bool) -> Result<()> {
+    let store = Om4Store::open_location(location)?;
     let channels = store.channel_names();
     let problems = problems(&store, &channels, true);
     let arrays = store.arrays();
@@ -63,14 +67,15 @@ fn inspect(path: &Path, as_json: bool) -> Result<()> {
         json!({"steps": t.len(), "units": t.units, "calendar": t.calendar(), "first": first_last.as_ref().map(|f| &f.0), "last": first_last.as_ref().map(|f| &f.1)})
     });
     let masks: Vec<&String> = arrays.keys().filter(|k| k.starts_with("mask_") || *k == "wetmask").collect();
-    let parent = path.parent().unwrap_or(Path::new("."));
-    let stats: Vec<String> = ["OM4_means.zarr", "OM4_stds.zarr"]
-        .iter()
-        .filter(|s| parent.join(s).is_dir())
-        .map(|s| (*s).to_string())
-        .collect();
+    // Statistics beside the store: a directory, or (remote) a store that opens.
+    let beside = |name: &str| match location {
+        StoreLocation::Local(path) => path.parent().unwrap_or(Path::new(".")).join(name).is_dir(),
+        remote => Om4Store::open_location(&remote.sibling(name)).is_ok(),
+    };
+    let stats: Vec<String> =
+        ["OM4_means.zarr", "OM4_stds.zarr"].iter().filter(|s| beside(s)).map(|s| (*s).to_string()).collect();
     let report = json!({
-        "store": path, "layout": store.layout(), "formats": formats, "grid": grid.map(|(y, x)| json!({"y": y, "x": x})),
+        "store": location.to_string(), "layout": store.layout(), "formats": formats, "grid": grid.map(|(y, x)| json!({"y": y, "x": x})),
         "time": time, "channels": channels, "codecs": codecs, "chunks": chunks, "masks": masks,
         "levels": store.levels(), "statistics": stats, "problems": problems,
     });
@@ -78,7 +83,7 @@ fn inspect(path: &Path, as_json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!("store      {}", path.display());
+    println!("store      {location}");
     println!("layout     {:?}, zarr {}", store.layout(), formats.join("+"));
     if let Some((y, x)) = grid {
         println!("grid       {y} × {x}");

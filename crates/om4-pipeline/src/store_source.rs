@@ -15,7 +15,9 @@ use crate::source::BatchSource;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
-    /// `OM4.zarr`.
+    /// `OM4.zarr`. With om4-store's feature `s3`, also `s3://bucket/path/OM4.zarr` (as for
+    /// `means` and `stds`), configured from the `AWS_*` environment variables
+    /// (see `om4_store::StoreLocation`).
     pub data: PathBuf,
     /// `OM4_means.zarr`.
     pub means: PathBuf,

@@ -122,7 +122,17 @@ impl<S: BatchSource> Trainer<S> {
         }
         // A batch number means something only in the same epoch schedule.
         let schedule = |c: &TrainConfig| {
-            (c.batch_size, c.rand_seed, c.hist, c.steps, c.data_stride, c.grad_accumulation, c.train_time.clone())
+            (
+                c.batch_size,
+                c.rand_seed,
+                c.hist,
+                c.steps,
+                c.curriculum_steps.clone(),
+                c.step_transition.clone(),
+                c.data_stride,
+                c.grad_accumulation,
+                c.train_time.clone(),
+            )
         };
         if state.progress.is_some() && schedule(&state.config) != schedule(&self.config) {
             return Err(err(
@@ -143,6 +153,7 @@ impl<S: BatchSource> Trainer<S> {
         self.optim = optim;
         self.dynamic = state.loss_weights;
         self.next_epoch = state.epoch + 1;
+        self.start_epoch = self.next_epoch;
         self.resume_at = state.progress.filter(|p| p.epoch == self.next_epoch);
         Ok(())
     }

@@ -58,3 +58,9 @@ impl From<om4_pipeline::Error> for Error {
         Self::Data(e.into())
     }
 }
+
+impl From<om4_store::Error> for Error {
+    fn from(e: om4_store::Error) -> Self {
+        Self::Data(om4_pipeline::Error::Store(e).into())
+    }
+}

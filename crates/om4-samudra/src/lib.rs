@@ -22,6 +22,7 @@ mod ema;
 mod error;
 mod loss;
 pub mod model;
+mod rollout;
 mod trainer;
 mod weights;
 
@@ -30,5 +31,6 @@ pub use ema::Ema;
 pub use error::{Error, Result};
 pub use loss::{DynamicLoss, Masked, Predictor, cosine_lr, grad_norm, rollout_loss};
 pub use model::{NormKind, Samudra, SamudraConfig, UpsampleKind};
+pub use rollout::{RolloutStep, denormalize, rollout};
 pub use trainer::Trainer;
 pub use weights::{CheckpointEntry, load_upstream, save_upstream};

@@ -31,6 +31,12 @@ pub struct Trainer<S: BatchSource = Om4Source> {
     device: Device,
     train: Loader<S>,
     val: Loader<S>,
+    /// What the training loader is rebuilt from when the rollout length changes.
+    train_src: Arc<S>,
+    staging: BufferPool,
+    /// The training loader's rollout steps, and the epoch this run started (or resumed) at.
+    train_steps: usize,
+    pub(crate) start_epoch: usize,
     label_mask: Tensor<4>,
     land: Tensor<4, Bool>,
     prognostic_inputs: usize,
@@ -101,6 +107,7 @@ impl<S: BatchSource> Trainer<S> {
                 reason: "the training and validation sources hold different variables or grids".into(),
             });
         }
+        config.check_curriculum().map_err(|reason| Error::Config { field: "steps/step_transition", reason })?;
         if config.batch_size == 0 || config.epochs == 0 || config.grad_accumulation == 0 {
             return Err(Error::Config {
                 field: "batch_size/epochs/grad_accumulation",
@@ -111,18 +118,11 @@ impl<S: BatchSource> Trainer<S> {
         // Seeded initialization: the same config trains the same network.
         device.seed(config.rand_seed);
         let states = config.hist + 1;
-        let spec = WindowSpec::new(config.hist, config.steps, config.data_stride)?;
-        let train_space = SampleSpace::single(spec, train_src.time_len())?;
+        let train_steps = config.steps_at(1, 1);
+        let spec = WindowSpec::new(config.hist, train_steps, config.data_stride)?;
         let val_space = SampleSpace::single(spec.with_steps(1)?, val_src.time_len())?;
         let seed = config.rand_seed;
-        let train = Loader::new(
-            Arc::clone(&train_src),
-            train_space,
-            Schedule::training(config.batch_size, seed, None)?,
-            config.loading,
-            device.clone(),
-        )
-        .with_buffers(staging.clone());
+        let train = Self::train_loader(&config, &train_src, train_steps, &device, &staging)?;
         let val = Loader::new(
             val_src,
             val_space,
@@ -130,7 +130,7 @@ impl<S: BatchSource> Trainer<S> {
             config.loading,
             device.clone(),
         )
-        .with_buffers(staging);
+        .with_buffers(staging.clone());
         let channels = train_src.channels();
         let (c_prog, c_bound) = (channels[0], channels.get(1).copied().unwrap_or(0));
         let grid = train_src.grid();
@@ -154,6 +154,10 @@ impl<S: BatchSource> Trainer<S> {
             device,
             train,
             val,
+            train_src,
+            staging,
+            train_steps,
+            start_epoch: 1,
             label_mask,
             land,
             prognostic_inputs: states * c_prog,
@@ -162,6 +166,27 @@ impl<S: BatchSource> Trainer<S> {
             checkpoint: None,
             resume_at: None,
         })
+    }
+
+    /// The training loader for rollouts of `steps` steps.
+    fn train_loader(
+        config: &TrainConfig,
+        source: &Arc<S>,
+        steps: usize,
+        device: &Device,
+        staging: &BufferPool,
+    ) -> Result<Loader<S>> {
+        let spec = WindowSpec::new(config.hist, steps, config.data_stride)?;
+        let space = SampleSpace::single(spec, source.time_len())?;
+        let schedule = Schedule::training(config.batch_size, config.rand_seed, None)?;
+        Ok(Loader::new(Arc::clone(source), space, schedule, config.loading, device.clone())
+            .with_buffers(staging.clone()))
+    }
+
+    /// The rollout steps the next epoch trains with (upstream's curriculum, see
+    /// [`TrainConfig::steps_at`]).
+    pub fn train_steps(&self) -> usize {
+        self.config.steps_at(self.next_epoch, self.start_epoch)
     }
 
     /// Also checkpoints into `dir` inside each epoch, after every `every_steps` optimizer steps
@@ -223,6 +248,11 @@ impl<S: BatchSource> Trainer<S> {
     /// A data error, or [`Error::NonFinite`] when the loss is NaN or infinite.
     pub fn run_epoch(&mut self, mut on_batch: impl FnMut(usize, usize, f64, &BatchTelemetry)) -> Result<EpochReport> {
         let epoch = self.next_epoch;
+        let steps = self.config.steps_at(epoch, self.start_epoch);
+        if steps != self.train_steps {
+            self.train = Self::train_loader(&self.config, &self.train_src, steps, &self.device, &self.staging)?;
+            self.train_steps = steps;
+        }
         let t0 = Instant::now();
         let lr = cosine_lr(self.config.learning_rate, epoch, self.config.epochs);
         let total = self.train.len();

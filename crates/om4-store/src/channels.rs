@@ -340,11 +340,14 @@ impl Om4Store {
                     _ => *unit == [1, 1, grid[1], grid[2]],
                 };
                 let sharded_ok = cfg!(unix) || info.inner_chunks.is_none();
+                // Direct decoding reads local files; remote stores are read through zarrs.
+                let local = self.location.local_path();
                 let direct = info
                     .plain
                     .clone()
                     .filter(|_| one_plane && sharded_ok && info.fill == Fill::Nan)
-                    .map(|plain| DirectArray::new(self.root.join(&ch.array), plain, axes));
+                    .zip(local)
+                    .map(|(plain, dir)| DirectArray::new(dir.join(&ch.array), plain, axes));
                 let (levels, array) = (axes.levels(&info.shape) as usize, self.open_array(&ch.array)?);
                 open.push(OpenArray { name: ch.array.clone(), axes, levels, array, direct });
             }

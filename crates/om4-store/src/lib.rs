@@ -8,7 +8,7 @@
 //! derived channels (`hfds_anomalies`), one `(time, y, x)` grid.
 //!
 //! - [`Om4Store`]: open once; [`Om4Store::channels`] resolves and validates a [`ChannelSet`];
-//!   [`Om4Store::select`] maps a date range to a [`Selection`]; [`Om4Store::read_into`] fills a
+//!   [`Om4Store::select`] maps a date range to a [`Selection`]; [`Om4Store::reader`]'s [`Reader::read`] fills a
 //!   `(positions, channels, y, x)` buffer from a shared [`ReadPool`].
 //! - [`Om4Store::masks`] and [`StatsStore`]: land masks and normalization statistics per channel;
 //!   [`compute_statistics`] and [`write_statistics`] make statistics stores for a store without.
@@ -39,6 +39,11 @@
 //! blosc frame or one zstd frame (the published OM4 layout) are decoded straight into the caller's
 //! buffer; every other layout is read through zarrs. Tests hold both paths to the same bits.
 //!
+//! Stores live in local directories or, with feature `s3`, on S3 ([`StoreLocation`]:
+//! `s3://bucket/path`, endpoint, region, anonymous access, credentials from the `AWS_*`
+//! environment variables): the same validation, read through zarrs over `object_store`, bit for
+//! bit the same planes; a missing chunk (404) is NaN, any other failure an error naming the object.
+//!
 //! It compiles C-Blosc (via `zarrs`' `blosc-src`) and zstd. Feature `bench-reference` (for
 //! `om4 bench read --reference` only) adds `Om4Store::read_decode_reference`, the composed
 //! read-then-decode path reads are measured against.
@@ -49,20 +54,25 @@ mod channel;
 mod channels;
 mod direct;
 mod error;
+mod location;
 mod masks;
 mod meta;
 mod pool;
 mod read;
 #[cfg(feature = "bench-reference")]
 mod reference;
+#[cfg(feature = "s3")]
+mod remote;
 mod stats;
 mod store;
 mod synth;
 mod time;
+mod write;
 mod zarr;
 
 pub use channels::{Channel, ChannelSet};
 pub use error::{BoxError, Error, Result};
+pub use location::{RequestOptions, S3Location, StoreLocation};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
 pub use pool::ReadPool;
 pub use read::Reader;
@@ -75,3 +85,4 @@ pub use synth::{
     synthesize,
 };
 pub use time::{Calendar, Instant, TimeAxis, parse_date};
+pub use write::{PlaneWriter, TimeCoordinate};

@@ -124,20 +124,65 @@ impl ArrayInfo {
     }
 }
 
-/// Every array under `root` (one level deep), through `.zmetadata` when present: the arrays whose
-/// metadata om4 understands, and the others with the reason (an array is refused when it is
-/// asked for, so one bad array does not make the rest of the store unreadable).
+/// Where metadata documents come from: the files of a local store, or the objects of a remote
+/// one. Discovery, parsing and validation are the same for both.
+pub(crate) trait MetaSource {
+    /// How messages name `key` (a path or a URL).
+    fn describe(&self, key: &str) -> String;
+    /// Fails when the store's root cannot hold a store at all (a local path that is no directory).
+    fn check_root(&self) -> std::result::Result<(), String>;
+    /// The document at `key` (`.zmetadata`, `thetao/.zarray`), `None` when there is none.
+    fn read(&self, key: &str) -> std::result::Result<Option<Vec<u8>>, String>;
+    /// Names of the root's child folders (prefixes), where arrays live.
+    fn child_dirs(&self) -> std::result::Result<Vec<String>, String>;
+}
+
+/// A local store's files.
+pub(crate) struct LocalMeta<'a>(pub(crate) &'a Path);
+
+impl MetaSource for LocalMeta<'_> {
+    fn describe(&self, key: &str) -> String {
+        self.0.join(key).display().to_string()
+    }
+
+    fn check_root(&self) -> std::result::Result<(), String> {
+        if self.0.is_dir() { Ok(()) } else { Err("not a directory".into()) }
+    }
+
+    fn read(&self, key: &str) -> std::result::Result<Option<Vec<u8>>, String> {
+        let path = self.0.join(key);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        std::fs::read(&path).map(Some).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    fn child_dirs(&self) -> std::result::Result<Vec<String>, String> {
+        let mut dirs = Vec::new();
+        for entry in std::fs::read_dir(self.0).map_err(|e| e.to_string())? {
+            let entry = entry.map_err(|e| e.to_string())?;
+            if let Some(name) = entry.file_name().to_str()
+                && entry.path().is_dir()
+            {
+                dirs.push(name.to_string());
+            }
+        }
+        Ok(dirs)
+    }
+}
+
+/// Every array under the store's root (one level deep), through `.zmetadata` when present: the
+/// arrays whose metadata om4 understands, and the others with the reason (an array is refused
+/// when it is asked for, so one bad array does not make the rest of the store unreadable).
 pub(crate) struct Discovered {
     pub(crate) arrays: BTreeMap<String, ArrayInfo>,
     pub(crate) broken: BTreeMap<String, String>,
 }
 
-pub(crate) fn discover(root: &Path) -> Result<Discovered> {
+/// Discovers the arrays of the store that `src` reads; `root` names it in errors.
+pub(crate) fn discover(src: &dyn MetaSource, root: &Path) -> Result<Discovered> {
     let store_err = |reason: String| Error::Store { store: root.to_path_buf(), reason };
-    if !root.is_dir() {
-        return Err(store_err("not a directory".into()));
-    }
-    let consolidated = root.join(".zmetadata");
+    src.check_root().map_err(store_err)?;
     let mut found = Discovered { arrays: BTreeMap::new(), broken: BTreeMap::new() };
     let mut keep = |name: String, parsed: Result<ArrayInfo>| match parsed {
         Ok(info) => {
@@ -150,8 +195,7 @@ pub(crate) fn discover(root: &Path) -> Result<Discovered> {
             found.broken.insert(name, e.to_string());
         }
     };
-    if consolidated.is_file() {
-        let v = read_json(&consolidated).map_err(store_err)?;
+    if let Some(v) = read_json(src, ".zmetadata").map_err(store_err)? {
         let entries = v
             .get("metadata")
             .and_then(Value::as_object)
@@ -164,51 +208,46 @@ pub(crate) fn discover(root: &Path) -> Result<Discovered> {
         }
         return Ok(found);
     }
-    let entries = std::fs::read_dir(root).map_err(|e| store_err(e.to_string()))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| store_err(e.to_string()))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        let dir = entry.path();
-        if !dir.is_dir() {
-            continue;
-        }
+    for name in src.child_dirs().map_err(store_err)? {
         let meta_err = |reason: String| Error::Metadata { store: root.to_path_buf(), array: name.clone(), reason };
-        if dir.join(".zarray").is_file() {
-            let attrs_path = dir.join(".zattrs");
-            let parsed = read_json(&dir.join(".zarray")).map_err(meta_err).and_then(|meta| {
-                let attrs = if attrs_path.is_file() {
-                    read_json(&attrs_path).map_err(meta_err)?
-                } else {
-                    Value::Object(Map::new())
-                };
-                parse_v2(root, &name, &meta, &attrs)
-            });
-            keep(name.clone(), parsed);
-        } else if dir.join("zarr.json").is_file() {
-            match read_json(&dir.join("zarr.json")).map_err(meta_err) {
-                Ok(meta) if meta.get("node_type").and_then(Value::as_str) == Some("array") => {
-                    keep(name.clone(), parse_v3(root, &name, &meta));
-                }
-                Ok(_) => {}
-                Err(e) => keep(name.clone(), Err(e)),
+        match read_json(src, &format!("{name}/.zarray")).map_err(meta_err) {
+            Ok(Some(meta)) => {
+                let parsed = read_json(src, &format!("{name}/.zattrs"))
+                    .map_err(meta_err)
+                    .and_then(|attrs| parse_v2(root, &name, &meta, &attrs.unwrap_or(Value::Object(Map::new()))));
+                keep(name.clone(), parsed);
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                keep(name.clone(), Err(e));
+                continue;
             }
         }
+        match read_json(src, &format!("{name}/zarr.json")).map_err(meta_err) {
+            Ok(Some(meta)) if meta.get("node_type").and_then(Value::as_str) == Some("array") => {
+                keep(name.clone(), parse_v3(root, &name, &meta));
+            }
+            Ok(_) => {}
+            Err(e) => keep(name.clone(), Err(e)),
+        }
     }
-    if found.arrays.is_empty()
-        && found.broken.is_empty()
-        && !root.join(".zgroup").is_file()
-        && !root.join("zarr.json").is_file()
-    {
-        return Err(store_err("no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)".into()));
+    if found.arrays.is_empty() && found.broken.is_empty() {
+        let group = |key: &str| src.read(key).map(|doc| doc.is_some()).map_err(store_err);
+        if !group(".zgroup")? && !group("zarr.json")? {
+            return Err(store_err("no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)".into()));
+        }
     }
     Ok(found)
 }
 
-fn read_json(path: &Path) -> std::result::Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+/// The JSON document at `key`, `None` when there is none.
+fn read_json(src: &dyn MetaSource, key: &str) -> std::result::Result<Option<Value>, String> {
+    let Some(bytes) = src.read(key)? else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|e| format!("{}: {e}", src.describe(key)))?;
+    serde_json::from_str(text).map(Some).map_err(|e| format!("{}: {e}", src.describe(key)))
 }
 
 fn u64_list(v: Option<&Value>) -> Option<Vec<u64>> {

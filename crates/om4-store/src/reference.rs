@@ -22,16 +22,16 @@ pub struct ReadDecodeTimes {
 }
 
 impl Om4Store {
-    /// The composed read + decode reference for [`Om4Store::read_into`]: the same planes' chunk
+    /// The composed read + decode reference for [`Reader::read`](crate::Reader::read): the same planes' chunk
     /// files are first read whole into memory (all of them, in parallel on `pool`), then decoded
     /// into `out` (in parallel), each phase timed on its own. The sum of the two times is what the
-    /// same file reads and the same decoder cost with nothing else around them; `read_into` does
+    /// same file reads and the same decoder cost with nothing else around them; `Reader::read` does
     /// the same work interleaved per plane. Needs every array on the direct path, unsharded.
     /// `frames` holds the chunk files between the phases; pass the same one to every call so that
     /// the read phase reuses its buffers instead of allocating.
     ///
     /// # Errors
-    /// As [`Om4Store::read_into`], and [`Error::Request`] for arrays the reference cannot measure.
+    /// As [`Reader::read`](crate::Reader::read), and [`Error::Request`] for arrays the reference cannot measure.
     pub fn read_decode_reference(
         &self,
         pool: &ReadPool,

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 
 use crate::channels::{Channel, ChannelSet};
 use crate::error::{Error, Result};
+use crate::location::StoreLocation;
 use crate::pool::ReadPool;
 use crate::store::{Om4Store, Selection};
 use crate::synth::{StatEntry, SynthCodec, SynthConfig, SynthFormat, SynthPaths, write_stat_store};
@@ -169,6 +170,14 @@ impl StatsStore {
     /// As [`Om4Store::open`].
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         Ok(Self { store: Om4Store::open(root)? })
+    }
+
+    /// Opens a statistics store at `location`, local or remote.
+    ///
+    /// # Errors
+    /// As [`Om4Store::open_location`].
+    pub fn open_location(location: &StoreLocation) -> Result<Self> {
+        Ok(Self { store: Om4Store::open_location(location)? })
     }
 
     /// One value per channel of `set`, in order.

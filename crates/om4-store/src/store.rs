@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::channel::{split_legacy, split_level};
 use crate::error::{Error, Result};
-use crate::meta::{ArrayInfo, discover};
+use crate::location::StoreLocation;
+use crate::meta::{ArrayInfo, LocalMeta, discover};
 use crate::time::TimeAxis;
 use crate::zarr::{self, ZarrArray};
 
@@ -51,10 +52,13 @@ impl Selection {
     }
 }
 
-/// An open OM4 Zarr store (v2 or v3, flat or compact, consolidated or not) on the local file system.
+/// An open OM4 Zarr store (v2 or v3, flat or compact, consolidated or not), in a local directory
+/// or (feature `s3`) on object storage.
 #[derive(Debug)]
 pub struct Om4Store {
+    /// The directory, or the URL as a path: how errors name the store.
     pub(crate) root: PathBuf,
+    pub(crate) location: StoreLocation,
     pub(crate) arrays: BTreeMap<String, ArrayInfo>,
     pub(crate) fs: zarr::Store,
     pub(crate) time: Option<TimeAxis>,
@@ -65,6 +69,9 @@ pub struct Om4Store {
 
 impl Om4Store {
     /// Opens the store at `root`: reads all array metadata and the `time` and `lev` coordinates.
+    /// A `root` whose text is an `s3://bucket/path` URL opens that S3 store, configured from the
+    /// `AWS_*` environment variables (see [`StoreLocation`]; [`open_location`](Self::open_location)
+    /// takes explicit options).
     ///
     /// # Errors
     /// [`Error::Store`] when `root` is not a readable Zarr group, [`Error::Metadata`] for unusable
@@ -73,10 +80,45 @@ impl Om4Store {
     /// the store from opening: it is listed by [`broken_arrays`](Self::broken_arrays) and is an
     /// [`Error::Metadata`] when a channel asks for it.
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
-        let root = root.as_ref().to_path_buf();
-        let found = discover(&root)?;
-        let fs = zarr::Store::open(&root).map_err(|e| Error::Store { store: root.clone(), reason: e.to_string() })?;
-        let mut store = Self { root, arrays: found.arrays, fs, time: None, lev: None, broken: found.broken };
+        Self::open_location(&StoreLocation::from_path(root.as_ref())?)
+    }
+
+    /// Opens the store at `location`, local or remote, with the same validation and reads.
+    /// A remote store is read through zarrs (the direct one-plane decoding reads local files
+    /// only); its consolidated metadata (`.zmetadata`), when present, makes opening one request
+    /// plus the coordinate reads.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open); [`Error::Store`] for a remote store when om4-store was built
+    /// without feature `s3`, when the client cannot be configured, or when the store's metadata
+    /// cannot be fetched (the message names the object and the server's answer).
+    pub fn open_location(location: &StoreLocation) -> Result<Self> {
+        let root = location.display_path();
+        let store_err = |reason: String| Error::Store { store: root.clone(), reason };
+        let (found, fs) = match location {
+            StoreLocation::Local(dir) => {
+                let found = discover(&LocalMeta(dir), &root)?;
+                (found, zarr::Store::open(dir).map_err(|e| store_err(e.to_string()))?)
+            }
+            #[cfg(feature = "s3")]
+            StoreLocation::S3(s3) => {
+                let fs = zarr::Store::s3(s3).map_err(|e| store_err(format!("cannot configure the S3 client: {e}")))?;
+                (discover(&fs, &root)?, fs)
+            }
+            #[cfg(not(feature = "s3"))]
+            StoreLocation::S3(_) => {
+                return Err(store_err("om4 was built without S3 support (om4-store feature `s3`)".into()));
+            }
+        };
+        let mut store = Self {
+            root,
+            location: location.clone(),
+            arrays: found.arrays,
+            fs,
+            time: None,
+            lev: None,
+            broken: found.broken,
+        };
         for coord in ["time", "lev"] {
             if let Some(e) = store.broken_error(coord) {
                 return Err(e);
@@ -116,9 +158,14 @@ impl Om4Store {
         })
     }
 
-    /// Store root.
+    /// Store root: the directory, or for a remote store its URL as a path (`s3://bucket/path`).
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Where the store lives.
+    pub fn location(&self) -> &StoreLocation {
+        &self.location
     }
 
     /// Metadata of every array.

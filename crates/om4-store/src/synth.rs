@@ -227,31 +227,34 @@ fn codecs_v3(codec: SynthCodec) -> Vec<Value> {
 }
 
 /// Metadata of one array to write.
-struct Spec<'a> {
-    name: String,
-    shape: Vec<u64>,
-    chunks: Vec<u64>,
-    dtype: &'a str,
-    dims: Vec<&'a str>,
-    attrs: Value,
-    compressed: bool,
+pub(crate) struct Spec<'a> {
+    pub(crate) name: String,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) chunks: Vec<u64>,
+    pub(crate) dtype: &'a str,
+    pub(crate) dims: Vec<&'a str>,
+    pub(crate) attrs: Value,
+    pub(crate) compressed: bool,
 }
 
-struct Writer<'a> {
+/// Writes a store's arrays (format, codec and consolidation from a [`SynthConfig`]).
+pub(crate) struct Writer<'a> {
     root: PathBuf,
-    cfg: &'a SynthConfig,
+    cfg: std::borrow::Cow<'a, SynthConfig>,
     consolidated: serde_json::Map<String, Value>,
 }
 
 impl<'a> Writer<'a> {
-    fn new(root: PathBuf, cfg: &'a SynthConfig) -> Result<Self> {
+    /// Creates (or replaces) the store at `root`.
+    pub(crate) fn new(root: PathBuf, cfg: std::borrow::Cow<'a, SynthConfig>) -> Result<Self> {
         let err = |e: std::io::Error| Error::Write { path: root.clone(), reason: e.to_string() };
         if root.exists() {
             std::fs::remove_dir_all(&root).map_err(err)?;
         }
         std::fs::create_dir_all(&root).map_err(err)?;
+        let format = cfg.format;
         let w = Self { root: root.clone(), cfg, consolidated: serde_json::Map::new() };
-        match cfg.format {
+        match format {
             SynthFormat::V2 => {
                 std::fs::write(root.join(".zgroup"), r#"{"zarr_format": 2}"#).map_err(err)?;
                 std::fs::write(root.join(".zattrs"), "{}").map_err(err)?;
@@ -264,7 +267,7 @@ impl<'a> Writer<'a> {
         Ok(w)
     }
 
-    fn create(&mut self, spec: &Spec<'_>) -> Result<ArrayWriter> {
+    pub(crate) fn create(&mut self, spec: &Spec<'_>) -> Result<ArrayWriter> {
         let fill = match spec.dtype {
             "float32" | "float64" => json!("NaN"),
             "bool" => json!(false),
@@ -317,7 +320,7 @@ impl<'a> Writer<'a> {
             .map_err(|e| Error::Write { path: self.root.join(&spec.name), reason: e.to_string() })
     }
 
-    fn write(
+    pub(crate) fn write(
         &mut self,
         spec: Spec<'_>,
         ranges_values: impl FnOnce(&ArrayWriter) -> std::result::Result<(), crate::error::BoxError>,
@@ -326,7 +329,7 @@ impl<'a> Writer<'a> {
         ranges_values(&writer).map_err(|e| Error::Write { path: self.root.join(&spec.name), reason: e.to_string() })
     }
 
-    fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         if self.cfg.format == SynthFormat::V2 && self.cfg.consolidated {
             let mut meta = self.consolidated;
             meta.insert(".zgroup".into(), json!({"zarr_format": 2}));
@@ -369,7 +372,7 @@ pub(crate) struct StatEntry {
 
 /// Writes a statistics store (`OM4_means.zarr` or `OM4_stds.zarr`) at `path`, replacing it.
 pub(crate) fn write_stat_store(path: &Path, cfg: &SynthConfig, entries: &[StatEntry]) -> Result<()> {
-    let mut sw = Writer::new(path.to_path_buf(), cfg)?;
+    let mut sw = Writer::new(path.to_path_buf(), std::borrow::Cow::Borrowed(cfg))?;
     for e in entries {
         let (shape, dims) = if e.per_level { (vec![e.values.len() as u64], vec!["lev"]) } else { (vec![], vec![]) };
         let ranges: Vec<std::ops::Range<u64>> = shape.iter().map(|&n| 0..n).collect();
@@ -411,7 +414,7 @@ pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize,
     let field = Field { ny: cfg.ny, nx: cfg.nx };
     let wet: Vec<Vec<bool>> =
         (0..nl).map(|k| (0..plane).map(|i| field.wet(k, i / cfg.nx, i % cfg.nx)).collect()).collect();
-    let mut w = Writer::new(paths.data.clone(), cfg)?;
+    let mut w = Writer::new(paths.data.clone(), std::borrow::Cow::Borrowed(cfg))?;
     let total = DEPTH_VARS.len() * if cfg.layout == SynthLayout::Flat { nl } else { 1 } + SURFACE_VARS.len() + 4;
     let mut done = 0;
     let mut tick = |progress: &mut dyn FnMut(usize, usize)| {

@@ -8,9 +8,13 @@ use unsafe_cell_slice::UnsafeCellSlice;
 use zarrs::array::{Array, ArrayBytesFixedDisjointView, ArrayMetadata, ArrayMetadataV2, ArraySubset, CodecOptions};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::store::MemoryStore;
-use zarrs::storage::{ListableStorageTraits, ReadableStorageTraits, StoreKey, WritableStorageTraits};
+use zarrs::storage::{
+    ListableStorageTraits, ReadableListableStorageTraits, ReadableStorageTraits, StoreKey, StorePrefix,
+    WritableStorageTraits,
+};
 
 use crate::error::BoxError;
+use crate::meta::MetaSource;
 
 /// Options for one decode call made from our own pool: no nested fan-out inside zarrs.
 fn single_thread() -> CodecOptions {
@@ -39,10 +43,10 @@ impl Axes {
     }
 }
 
-/// An open array of a local store (cheap to clone: the array is shared).
+/// An open array of a store (cheap to clone: the array is shared).
 #[derive(Clone)]
 pub(crate) struct ZarrArray {
-    array: Arc<Array<FilesystemStore>>,
+    array: Arc<Array<dyn ReadableStorageTraits>>,
 }
 
 impl std::fmt::Debug for ZarrArray {
@@ -51,14 +55,56 @@ impl std::fmt::Debug for ZarrArray {
     }
 }
 
-/// A local file-system store, opened once and shared by its arrays.
-#[derive(Debug, Clone)]
-pub(crate) struct Store(Arc<FilesystemStore>);
+/// A store's storage (a local directory, or object storage with feature `s3`), opened once and
+/// shared by its arrays.
+#[derive(Clone)]
+pub(crate) struct Store {
+    storage: Arc<dyn ReadableListableStorageTraits>,
+    /// `s3://bucket/path` or the directory, to name keys in messages.
+    name: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("name", &self.name).finish_non_exhaustive()
+    }
+}
 
 impl Store {
     /// Opens the file-system store at `root`.
     pub(crate) fn open(root: &Path) -> Result<Self, BoxError> {
-        Ok(Self(Arc::new(FilesystemStore::new(root)?)))
+        Ok(Self { storage: Arc::new(FilesystemStore::new(root)?), name: root.display().to_string() })
+    }
+
+    /// The store at an S3 location.
+    #[cfg(feature = "s3")]
+    pub(crate) fn s3(loc: &crate::location::S3Location) -> Result<Self, BoxError> {
+        Ok(Self { storage: Arc::new(crate::remote::Remote::s3(loc)?), name: loc.to_string() })
+    }
+}
+
+/// Metadata read through the storage: what a remote store's validation reads (a local store's
+/// is read from its files, with the same parsing and checks).
+impl MetaSource for Store {
+    fn describe(&self, key: &str) -> String {
+        format!("{}/{key}", self.name)
+    }
+
+    fn check_root(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let key = StoreKey::new(key).map_err(|e| format!("{}: {e}", self.describe(key)))?;
+        match self.storage.get(&key) {
+            Ok(bytes) => Ok(bytes.map(|b| b.to_vec())),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn child_dirs(&self) -> Result<Vec<String>, String> {
+        let listed = self.storage.list_dir(&StorePrefix::root()).map_err(|e| e.to_string())?;
+        Ok(listed.prefixes().iter().map(|p| p.as_str().trim_end_matches('/').to_string()).collect())
     }
 }
 
@@ -79,9 +125,9 @@ impl ZarrArray {
             Some((meta, attrs)) => {
                 let mut meta: ArrayMetadataV2 = serde_json::from_value(meta.clone())?;
                 meta.attributes = attrs.clone();
-                Array::new_with_metadata(store.0.clone(), &path, ArrayMetadata::V2(meta))?
+                Array::new_with_metadata(store.storage.clone().readable(), &path, ArrayMetadata::V2(meta))?
             }
-            None => Array::open(store.0.clone(), &path)?,
+            None => Array::open(store.storage.clone().readable(), &path)?,
         };
         if array.shape() != shape {
             return Err(

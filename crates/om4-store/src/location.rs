@@ -1,0 +1,277 @@
+//! Where a store lives: a local directory or an object-storage URL (`s3://bucket/path`), with the
+//! options a remote store needs, in the forms configuration files write them.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{Error, Result};
+
+/// Where a store lives.
+///
+/// Parsed from text by [`StoreLocation::parse`] (or `str::parse`): `s3://bucket/path/OM4.zarr` is
+/// [`StoreLocation::S3`], anything without a `scheme://` is a local path. In configuration files
+/// (serde) it is either such a string or a table in Samudra's form,
+/// `{type: s3, bucket, path, endpoint_url, anon, region}` or `{type: local, path}`.
+///
+/// Opening an S3 location needs om4-store's feature `s3`; without it, it is an [`Error::Store`]
+/// that says so.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreLocation {
+    /// A directory on the local file system.
+    Local(PathBuf),
+    /// A prefix in an S3 bucket (AWS or any S3-compatible server).
+    S3(S3Location),
+}
+
+/// A store in an S3 bucket, and how to reach it. Unset options come from the usual AWS
+/// environment variables (`AWS_ENDPOINT_URL`, `AWS_REGION`/`AWS_DEFAULT_REGION`,
+/// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_SKIP_SIGNATURE`,
+/// `AWS_ALLOW_HTTP`), as `object_store`'s `AmazonS3Builder::from_env` reads them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct S3Location {
+    /// Bucket name.
+    pub bucket: String,
+    /// The store's key prefix in the bucket (`Samudra/v2026-07/om4_twodeg/OM4.zarr`); no leading
+    /// or trailing `/`.
+    pub path: String,
+    /// Endpoint of an S3-compatible server (`http://127.0.0.1:9000`); `None`: AWS, or
+    /// `AWS_ENDPOINT_URL`. An `http://` endpoint allows plain HTTP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+    /// Region; `None`: `AWS_REGION`/`AWS_DEFAULT_REGION`, else `us-east-1`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Anonymous access: requests are not signed (public buckets). Else credentials come from the
+    /// environment.
+    pub anon: bool,
+    /// Request behaviour (timeouts, retries); defaults in [`RequestOptions`].
+    #[serde(skip_serializing_if = "RequestOptions::is_default")]
+    pub requests: RequestOptions,
+}
+
+/// Timeouts and retries of object-storage requests. Every field left `None` takes om4's default.
+///
+/// A request that fails with a 5xx status, a connection reset or a timeout is retried with
+/// exponential backoff (100 ms, doubling, at most 5 s between tries) until `max_retries` retries
+/// are spent or `retry_window_s` has passed since the first try; then the read fails with an error
+/// that names the key. A 404 is never retried: a missing chunk reads as the fill value (NaN).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RequestOptions {
+    /// Deadline of one request, from connecting to the last byte (default 30 s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+    /// Deadline for establishing a connection (default 5 s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_s: Option<f64>,
+    /// Retries of one request (default 5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<usize>,
+    /// No retry starts later than this after the first try (default 60 s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_window_s: Option<f64>,
+}
+
+impl RequestOptions {
+    /// Default request deadline, seconds.
+    pub const DEFAULT_TIMEOUT_S: f64 = 30.0;
+    /// Default connect deadline, seconds.
+    pub const DEFAULT_CONNECT_TIMEOUT_S: f64 = 5.0;
+    /// Default retries per request.
+    pub const DEFAULT_MAX_RETRIES: usize = 5;
+    /// Default retry window, seconds.
+    pub const DEFAULT_RETRY_WINDOW_S: f64 = 60.0;
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl StoreLocation {
+    /// Parses a location: `s3://bucket/path` is S3 (options unset: from the environment), text
+    /// without a `scheme://` a local path.
+    ///
+    /// # Errors
+    /// [`Error::Store`] for an `s3://` URL without a bucket, or another scheme (`gs://`, `az://`,
+    /// `http(s)://`, ... are not supported yet).
+    pub fn parse(text: &str) -> Result<Self> {
+        let bad = |reason: String| Error::Store { store: PathBuf::from(text), reason };
+        match text.split_once("://") {
+            Some(("s3" | "S3", rest)) => {
+                let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    return Err(bad("an s3:// URL needs a bucket: s3://BUCKET/PATH".into()));
+                }
+                Ok(Self::S3(S3Location {
+                    bucket: bucket.to_string(),
+                    path: path.trim_matches('/').to_string(),
+                    ..S3Location::default()
+                }))
+            }
+            Some((scheme, _)) if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+                Err(bad(format!("unsupported scheme {scheme}://: om4 reads local paths and s3:// URLs")))
+            }
+            _ => Ok(Self::Local(PathBuf::from(text))),
+        }
+    }
+
+    /// The location a path names: a path whose text is an `s3://` URL is that S3 location
+    /// (options from the environment); any other path is local.
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse), for a path whose text has a `scheme://`.
+    pub fn from_path(path: &Path) -> Result<Self> {
+        match path.to_str() {
+            Some(text) if text.contains("://") => Self::parse(text),
+            _ => Ok(Self::Local(path.to_path_buf())),
+        }
+    }
+
+    /// True for a store on object storage.
+    pub fn is_remote(&self) -> bool {
+        !matches!(self, Self::Local(_))
+    }
+
+    /// The local directory, if the store is local.
+    pub fn local_path(&self) -> Option<&Path> {
+        match self {
+            Self::Local(p) => Some(p),
+            Self::S3(_) => None,
+        }
+    }
+
+    /// The location as a path, as errors name the store: the directory, or the URL.
+    pub fn display_path(&self) -> PathBuf {
+        match self {
+            Self::Local(p) => p.clone(),
+            other => PathBuf::from(other.to_string()),
+        }
+    }
+
+    /// A sibling store in the same directory or bucket prefix (`OM4_means.zarr` beside
+    /// `OM4.zarr`), with the same options.
+    pub fn sibling(&self, name: &str) -> Self {
+        match self {
+            Self::Local(p) => Self::Local(p.parent().unwrap_or(Path::new("")).join(name)),
+            Self::S3(s3) => {
+                let parent = s3.path.rsplit_once('/').map_or("", |(parent, _)| parent);
+                let path = if parent.is_empty() { name.to_string() } else { format!("{parent}/{name}") };
+                Self::S3(S3Location { path, ..s3.clone() })
+            }
+        }
+    }
+}
+
+impl fmt::Display for StoreLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Local(p) => write!(f, "{}", p.display()),
+            Self::S3(s3) => write!(f, "{s3}"),
+        }
+    }
+}
+
+impl fmt::Display for S3Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.path)
+    }
+}
+
+impl FromStr for StoreLocation {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
+impl From<S3Location> for StoreLocation {
+    fn from(s3: S3Location) -> Self {
+        Self::S3(s3)
+    }
+}
+
+/// The forms a location takes in configuration files.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Form {
+    Text(String),
+    Table(Table),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Table {
+    S3(S3Location),
+    #[serde(alias = "file")]
+    Local {
+        path: PathBuf,
+    },
+}
+
+impl Serialize for StoreLocation {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Self::Local(p) => match p.to_str() {
+                Some(text) if !text.contains("://") => Form::Text(text.to_string()),
+                _ => Form::Table(Table::Local { path: p.clone() }),
+            },
+            Self::S3(s3) => Form::Table(Table::S3(s3.clone())),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for StoreLocation {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        match Form::deserialize(deserializer)? {
+            Form::Text(text) => Self::parse(&text).map_err(serde::de::Error::custom),
+            Form::Table(Table::Local { path }) => Ok(Self::Local(path)),
+            Form::Table(Table::S3(s3)) if s3.bucket.is_empty() => {
+                Err(serde::de::Error::custom("an s3 location needs a bucket"))
+            }
+            Form::Table(Table::S3(mut s3)) => {
+                s3.path = s3.path.trim_matches('/').to_string();
+                Ok(Self::S3(s3))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_text() {
+        let s3 = StoreLocation::parse("s3://m2lines-pubs/Samudra/om4_twodeg/OM4.zarr/").unwrap();
+        let StoreLocation::S3(loc) = &s3 else { panic!("{s3:?}") };
+        assert_eq!((loc.bucket.as_str(), loc.path.as_str()), ("m2lines-pubs", "Samudra/om4_twodeg/OM4.zarr"));
+        assert_eq!(s3.to_string(), "s3://m2lines-pubs/Samudra/om4_twodeg/OM4.zarr");
+        assert_eq!(s3.sibling("OM4_means.zarr").to_string(), "s3://m2lines-pubs/Samudra/om4_twodeg/OM4_means.zarr");
+        assert_eq!(StoreLocation::parse("/data/OM4.zarr").unwrap(), StoreLocation::Local("/data/OM4.zarr".into()));
+        assert!(StoreLocation::parse("s3:///x").is_err());
+        assert!(StoreLocation::parse("gs://b/x").is_err());
+        assert!(StoreLocation::from_path(Path::new("s3://b/x")).unwrap().is_remote());
+    }
+
+    #[test]
+    fn samudra_table() {
+        let text = r#"{"type": "s3", "endpoint_url": "https://s3.us-east-1.amazonaws.com", "anon": true,
+                       "bucket": "m2lines-pubs", "path": "Samudra/v2026-07/om4_twodeg/OM4.zarr"}"#;
+        let loc: StoreLocation = serde_json::from_str(text).unwrap();
+        let StoreLocation::S3(s3) = &loc else { panic!("{loc:?}") };
+        assert!(s3.anon);
+        assert_eq!(s3.endpoint_url.as_deref(), Some("https://s3.us-east-1.amazonaws.com"));
+        let back: StoreLocation = serde_json::from_str(&serde_json::to_string(&loc).unwrap()).unwrap();
+        assert_eq!(back, loc);
+        let local: StoreLocation = serde_json::from_str(r#""/data/OM4.zarr""#).unwrap();
+        assert_eq!(local, StoreLocation::Local("/data/OM4.zarr".into()));
+        let table: StoreLocation = serde_json::from_str(r#"{"type": "local", "path": "/d/OM4.zarr"}"#).unwrap();
+        assert_eq!(table, StoreLocation::Local("/d/OM4.zarr".into()));
+        assert!(serde_json::from_str::<StoreLocation>(r#"{"type": "s3", "path": "x"}"#).is_err());
+    }
+}
