@@ -20,6 +20,7 @@ use std::sync::Arc;
 use burn::tensor::Device;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
+use om4_batch::Roles;
 use om4_pipeline::{BatchSource, Om4Source, SourceConfig};
 use om4_samudra::{CheckpointEntry, SamudraConfig, load_upstream, rollout};
 use om4_store::{PlaneWriter, ReadPool, TimeCoordinate};
@@ -84,7 +85,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let first = source.store().select(Some(&a.start), None)?.rows.start;
     let states = a.hist + 1;
     let channels = source.channels();
-    let (c_prog, c_bound) = (channels[0], channels.get(1).copied().unwrap_or(0));
+    let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
     let model_config = SamudraConfig::named(&a.model).ok_or_else(|| format!("unknown model {:?}", a.model))?;
     let device = Device::flex();
     let mut model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);

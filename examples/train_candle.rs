@@ -13,7 +13,7 @@ use std::time::Instant;
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{AdamW, Conv2d, Conv2dConfig, Optimizer, ParamsAdamW, VarBuilder, VarMap, conv2d};
 use clap::Parser;
-use om4_batch::{SampleSpace, Schedule, WindowSpec};
+use om4_batch::{Roles, SampleSpace, Schedule, WindowSpec};
 use om4_candle::{Loader, label_mask};
 use om4_pipeline::{BatchSource, EpochSummary, LoaderConfig, Om4Source, SourceConfig};
 use om4_store::ReadPool;
@@ -89,7 +89,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let spec = WindowSpec::new(0, 1, 1)?;
     let grid = train.grid();
     let channels = train.channels();
-    let (c_prog, c_in) = (channels[0], channels.iter().sum::<usize>());
+    let (c_prog, c_in) = (channels[Roles::PROGNOSTIC], channels.iter().sum::<usize>());
     let space = SampleSpace::single(spec, train.time_len())?;
     let loader = Loader::new(train, space, Schedule::training(args.batch_size, 15, None)?, loading, Device::Cpu);
     let val_space = SampleSpace::single(spec, val.time_len())?;
@@ -97,7 +97,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Loader::new(val, val_space, Schedule::validation(args.batch_size, 15, None)?, loading, Device::Cpu);
 
     let device = Device::Cpu;
-    let mask = label_mask(&store.normalizations()[0], 1, grid, &device)?;
+    let mask = label_mask(&store.normalizations()[Roles::PROGNOSTIC], 1, grid, &device)?;
     let cells = mask.sum_all()?.to_scalar::<f32>()?;
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use om4_batch::{Ddp, SampleSpace, Schedule, WindowSpec};
+use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
 use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
 use om4_store::ReadPool;
 use serde_json::json;
@@ -111,8 +111,8 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
     let grid = source.grid();
     let states = a.history + 1;
     let channels = source.channels();
-    let (c_prog, c_bound) = (channels[0], channels.get(1).copied().unwrap_or(0));
-    let mask = source.normalizations()[0].mask().repeat(states);
+    let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
+    let mask = source.normalizations()[Roles::PROGNOSTIC].mask().repeat(states);
     let wet: Vec<u8> = mask.as_slice().iter().map(|&w| u8::from(w)).collect();
     npy::write_u8(&a.out.join("label_mask.npy"), &[states * c_prog, grid.y, grid.x], &wet)?;
     std::fs::write(a.out.join("schedule.json"), json!({ "batches": all }).to_string())?;

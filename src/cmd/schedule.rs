@@ -61,7 +61,7 @@ pub(crate) fn run(a: &ScheduleArgs) -> Result<()> {
         a.epoch
     );
     for (i, b) in batches.iter().enumerate() {
-        let plan = BatchPlan::new(&space.samples(b)?, &Roles { input: 0, label: 0, boundary: None }, &[1])?;
+        let plan = BatchPlan::new(&space.samples(b)?, &Roles::prognostic_only(), &[1])?;
         let times = &plan.groups()[0].times;
         if times.is_empty() {
             bail!("empty batch");

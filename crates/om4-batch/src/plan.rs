@@ -23,9 +23,19 @@ pub struct Roles {
 }
 
 impl Roles {
-    /// The common case: prognostic source 0 for input and label, boundary source 1.
+    /// Samudra's prognostic variable set (its first): the input and the label.
+    pub const PROGNOSTIC: usize = 0;
+    /// Samudra's boundary-forcing variable set (its second).
+    pub const BOUNDARY: usize = 1;
+
+    /// Samudra's roles: the prognostic set for input and label, the boundary set for forcing.
     pub fn samudra() -> Self {
-        Self { input: 0, label: 0, boundary: Some(1) }
+        Self { input: Self::PROGNOSTIC, label: Self::PROGNOSTIC, boundary: Some(Self::BOUNDARY) }
+    }
+
+    /// Samudra's roles without boundary forcing.
+    pub fn prognostic_only() -> Self {
+        Self { boundary: None, ..Self::samudra() }
     }
 }
 

@@ -30,6 +30,13 @@ impl<S: BatchSource> std::fmt::Debug for Loader<S> {
     }
 }
 
+impl<S: BatchSource> std::ops::Deref for Loader<S> {
+    type Target = om4_pipeline::Loader<S>;
+    fn deref(&self) -> &Self::Target {
+        &self.pipeline
+    }
+}
+
 impl<S: BatchSource> Loader<S> {
     /// A loader of `space`'s samples (built over `source.time_len()` positions) in `schedule`'s
     /// order onto `device`. [`PrepareOn::Auto`] prepares on the host for the CPU (`flex`)
@@ -56,39 +63,15 @@ impl<S: BatchSource> Loader<S> {
         self
     }
 
-    /// The framework-free loader underneath.
+    /// The framework-free loader underneath (also reached through `Deref`: `len`, `buffers`,
+    /// `output_buffers`, `prepares_on_host`, …).
     pub fn pipeline(&self) -> &om4_pipeline::Loader<S> {
         &self.pipeline
-    }
-
-    /// Batches per epoch (the same on every DDP rank).
-    pub fn len(&self) -> usize {
-        self.pipeline.len()
-    }
-
-    /// True when an epoch yields nothing.
-    pub fn is_empty(&self) -> bool {
-        self.pipeline.is_empty()
-    }
-
-    /// The raw-plane buffer pool (for telemetry and tests).
-    pub fn buffers(&self) -> &BufferPool {
-        self.pipeline.buffers()
-    }
-
-    /// The pool of the host path's model-batch buffers (for telemetry and tests).
-    pub fn output_buffers(&self) -> &BufferPool {
-        self.pipeline.output_buffers()
     }
 
     /// The normalizations (statistics and masks) on the device.
     pub fn normalizations(&self) -> &[DeviceNormalization] {
         &self.normalizations
-    }
-
-    /// True when batches are normalized, masked and gathered on the host (see [`PrepareOn`]).
-    pub fn prepares_on_host(&self) -> bool {
-        self.pipeline.prepares_on_host()
     }
 
     /// Starts reading epoch `epoch` (1-based, as Samudra counts).

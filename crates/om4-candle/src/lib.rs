@@ -121,6 +121,13 @@ impl<S: BatchSource> std::fmt::Debug for Loader<S> {
     }
 }
 
+impl<S: BatchSource> std::ops::Deref for Loader<S> {
+    type Target = om4_pipeline::Loader<S>;
+    fn deref(&self) -> &Self::Target {
+        &self.pipeline
+    }
+}
+
 impl<S: BatchSource> Loader<S> {
     /// A loader of `space`'s samples in `schedule`'s order onto `device`. Batches are always
     /// prepared on the host (`config.prepare_on` is not consulted).
@@ -136,19 +143,10 @@ impl<S: BatchSource> Loader<S> {
         self
     }
 
-    /// The framework-free loader underneath.
+    /// The framework-free loader underneath (also reached through `Deref`: `len`, `buffers`,
+    /// `output_buffers`, `prepares_on_host`, …).
     pub fn pipeline(&self) -> &om4_pipeline::Loader<S> {
         &self.pipeline
-    }
-
-    /// Batches per epoch.
-    pub fn len(&self) -> usize {
-        self.pipeline.len()
-    }
-
-    /// True when an epoch yields nothing.
-    pub fn is_empty(&self) -> bool {
-        self.pipeline.is_empty()
     }
 
     /// Starts reading epoch `epoch` (1-based, as Samudra counts).

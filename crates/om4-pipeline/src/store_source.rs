@@ -139,7 +139,7 @@ fn select(store: &Om4Store, set: &ChannelSet, start: Option<&str>, end: Option<&
 
 impl BatchSource for Om4Source {
     fn grid(&self) -> Grid {
-        self.sets[0].grid()
+        self.sets[Roles::PROGNOSTIC].grid()
     }
     fn time_len(&self) -> usize {
         self.selection.len()
@@ -148,7 +148,7 @@ impl BatchSource for Om4Source {
         self.sets.iter().map(ChannelSet::len).collect()
     }
     fn roles(&self) -> Roles {
-        Roles { input: 0, label: 0, boundary: (self.sets.len() > 1).then_some(1) }
+        if self.sets.len() > 1 { Roles::samudra() } else { Roles::prognostic_only() }
     }
     fn normalizations(&self) -> &[Normalization] {
         &self.normalizations

@@ -118,8 +118,6 @@ fn a_source_serving_wrong_planes_fails_the_suite() {
 fn memory_source_rejects_inconsistent_planes() {
     let (_dir, _config, source) = store_source(SynthLayout::Flat, true);
     let norm = source.normalizations()[0].clone();
-    let err =
-        MemorySource::new(source.grid(), 3, Roles { input: 0, label: 0, boundary: None }, vec![(vec![0.0; 5], norm)])
-            .unwrap_err();
+    let err = MemorySource::new(source.grid(), 3, Roles::prognostic_only(), vec![(vec![0.0; 5], norm)]).unwrap_err();
     assert!(err.to_string().contains("5 values for 3 times"), "{err}");
 }

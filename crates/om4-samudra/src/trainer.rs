@@ -7,7 +7,7 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
-use om4_batch::{SampleSpace, Schedule, WindowSpec};
+use om4_batch::{Roles, SampleSpace, Schedule, WindowSpec};
 use om4_burn::{Loader, ModelBatch};
 use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, Om4Source};
 
@@ -132,9 +132,9 @@ impl<S: BatchSource> Trainer<S> {
         )
         .with_buffers(staging.clone());
         let channels = train_src.channels();
-        let (c_prog, c_bound) = (channels[0], channels.get(1).copied().unwrap_or(0));
+        let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
         let grid = train_src.grid();
-        let prog = &train_src.normalizations()[0];
+        let prog = &train_src.normalizations()[Roles::PROGNOSTIC];
         let label_mask = om4_burn::label_mask(prog, states, grid, &device);
         // Land is where the label mask is 0: one source for both.
         let land = label_mask.clone().equal_elem(0.0);

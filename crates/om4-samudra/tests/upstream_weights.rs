@@ -100,6 +100,11 @@ fn upstream_checkpoints_load_model_and_ddp_entries() {
     load_upstream(&mut ema, &fixtures().join("small_batch_ema_ckpt_module.pt"), CheckpointEntry::Model).unwrap();
     let (want, _) = npy(&fixtures().join("small_batch_output_ema.npy"));
     assert!(relative_error(&forward(&ema), &want) <= 1e-5);
+    // The 2024 release's flat `layers.N` keys with the head at `layers.17` (make_flat_2024.py).
+    let mut flat = config("small_batch").init(3, 2, &Device::flex());
+    load_upstream(&mut flat, &fixtures().join("small_batch_flat2024.pt"), CheckpointEntry::StateDict).unwrap();
+    let (want, _) = npy(&fixtures().join("small_batch_output.npy"));
+    assert!(relative_error(&forward(&flat), &want) <= 1e-5);
 }
 
 #[test]

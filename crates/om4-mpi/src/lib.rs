@@ -1,0 +1,55 @@
+//! om4 over MPI: a DDStore-style plane store sharded over the memory of MPI ranks.
+//!
+//! `ShardedSource` (feature `mpi`) is built collectively from any
+//! [`om4_pipeline::BatchSource`] (an [`om4_pipeline::Om4Source`] over a Zarr store, say): each
+//! rank reads only its share of the planes (every channel of every variable set at a contiguous
+//! block of time positions, [`ShardLayout`]) into an MPI-3 window, and from then on it is a
+//! `BatchSource` that serves every plane, fetching other ranks' blocks with one-sided `MPI_Get`s.
+//! The loader, plan dedup and preparation work on it unchanged, and it passes
+//! `om4_pipeline::conformance::check_source`. With a `width` below the number of ranks, every
+//! group of `width` ranks holds a full copy, and reads stay inside the reader's group.
+//!
+//! ```no_run
+//! # #[cfg(feature = "mpi")]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use om4_mpi::{ShardOptions, ShardedSource};
+//! use om4_pipeline::{Om4Source, SourceConfig};
+//! use om4_store::ReadPool;
+//!
+//! let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Multiple).ok_or("MPI init failed")?;
+//! let world = universe.world();
+//! let config = SourceConfig::samudra("OM4.zarr".into(), "OM4_means.zarr".into(), "OM4_stds.zarr".into(), 19);
+//! let store = Om4Source::open(&config, None, None, ReadPool::new(4)?)?;
+//! let sharded = Arc::new(ShardedSource::new(&world, &store, &ShardOptions::default())?);
+//! // … a Loader over `sharded`; drop every Arc of it before `universe`.
+//! # Ok(()) }
+//! # #[cfg(not(feature = "mpi"))]
+//! # fn main() {}
+//! ```
+//!
+//! Without feature `mpi` (the default) only [`ShardLayout`] and [`Error`] are built, so the
+//! workspace builds and tests without an MPI library. With it, the system MPI (Open MPI or MPICH)
+//! and libclang (rsmpi's build runs bindgen) must be installed; on Debian
+//! `openmpi-bin libopenmpi-dev libclang1-14 libclang-common-14-dev`. Run the loopback check with
+//! `cargo build -p om4-mpi --features mpi --example sharded_check` then
+//! `mpirun -n 4 --oversubscribe target/debug/examples/sharded_check`.
+//!
+//! The crate's only `unsafe` code is the private `rma` module (the window over `mpi::ffi`,
+//! because rsmpi has no safe one-sided API).
+
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+mod error;
+mod layout;
+#[cfg(feature = "mpi")]
+#[allow(unsafe_code)]
+mod rma;
+#[cfg(feature = "mpi")]
+mod sharded;
+
+pub use error::{Error, Result};
+pub use layout::ShardLayout;
+#[cfg(feature = "mpi")]
+pub use sharded::{ShardOptions, ShardedSource, get_probe, mem_available};
