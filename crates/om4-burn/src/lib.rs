@@ -5,7 +5,7 @@
 //!
 //! - [`Loader`]: the pipeline's loader plus a last stage that makes each batch a [`ModelBatch`] on
 //!   the device, on an upload thread with `prefetch_to_device`. Pooled host buffers become the
-//!   tensors' own bytes (no host copy, [`staging`](self) below); on the CPU backend batches are
+//!   tensors' own bytes (no host copy); on the CPU backend batches are
 //!   normalized, masked and gathered on the host, elsewhere each group buffer is uploaded once and
 //!   prepared with tensor ops ([`DeviceNormalization`]).
 //! - [`Om4Dataset`] and [`Om4Batcher`]: Burn `Dataset`/`Batcher` adapters for `DataLoaderBuilder`.
