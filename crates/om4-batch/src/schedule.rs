@@ -70,6 +70,8 @@ pub struct Schedule {
     order: Order,
     tail: Tail,
     ddp: Option<Ddp>,
+    /// With DDP: yield every rank's batch `k` concatenated (see [`Schedule::all_ranks`]).
+    all_ranks: bool,
 }
 
 impl Schedule {
@@ -101,7 +103,29 @@ impl Schedule {
                 });
             }
         }
-        Ok(Self { batch_size, seed, order, tail, ddp })
+        Ok(Self { batch_size, seed, order, tail, ddp, all_ranks: false })
+    }
+
+    /// The global batches of this DDP schedule: batch `k` of an epoch is every rank's batch `k`,
+    /// rank 0's samples first. One process training on them sees what one optimizer step of the
+    /// distributed run averages over (the reference a data-parallel run is checked against).
+    /// The number of batches is the same as each rank's.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a schedule without DDP.
+    pub fn all_ranks(self) -> Result<Self> {
+        if self.ddp.is_none() {
+            return Err(Error::InvalidConfig {
+                field: "world_size",
+                reason: "all_ranks needs a distributed (DDP) schedule".into(),
+            });
+        }
+        Ok(Self { all_ranks: true, ..self })
+    }
+
+    /// The DDP rank this schedule serves, if any.
+    pub fn ddp(&self) -> Option<Ddp> {
+        self.ddp
     }
 
     /// Samudra's training sampler: shuffled ([`Order::Shuffle`], upstream's current order),
@@ -124,7 +148,8 @@ impl Schedule {
         Self::new(batch_size, seed, order, Tail::Keep, ddp)
     }
 
-    /// Samples per batch.
+    /// Samples per batch (per rank; a batch of [`all_ranks`](Self::all_ranks) holds
+    /// `world_size` times as many).
     pub fn batch_size(&self) -> usize {
         self.batch_size.get()
     }
@@ -135,7 +160,13 @@ impl Schedule {
     pub fn epoch(&self, groups: &[Vec<usize>], epoch: u64) -> Vec<Vec<usize>> {
         match self.ddp {
             None => self.single(groups, epoch),
-            Some(ddp) => self.distributed(groups, epoch, ddp),
+            Some(ddp) if self.all_ranks => {
+                self.chunks(groups, epoch, ddp.world_size).into_iter().map(|chunk| chunk.concat()).collect()
+            }
+            Some(ddp) => {
+                let w = ddp.world_size;
+                self.chunks(groups, epoch, w).into_iter().flatten().skip(ddp.rank).step_by(w).collect()
+            }
         }
     }
 
@@ -204,8 +235,8 @@ impl Schedule {
         }
     }
 
-    fn distributed(&self, groups: &[Vec<usize>], epoch: u64, ddp: Ddp) -> Vec<Vec<usize>> {
-        let w = ddp.world_size;
+    /// The epoch's chunks of `w` batches, batch `r` of each chunk going to rank `r`.
+    fn chunks(&self, groups: &[Vec<usize>], epoch: u64, w: usize) -> Vec<Vec<Vec<usize>>> {
         let shuffle = self.order != Order::Sequential;
         let mut rng = PyRandom::from_u128(u128::from(self.seed) + u128::from(epoch));
         let mut chunks: Vec<Vec<Vec<usize>>> = Vec::new();
@@ -238,7 +269,7 @@ impl Schedule {
         if shuffle {
             rng.shuffle(&mut chunks);
         }
-        chunks.into_iter().flatten().skip(ddp.rank).step_by(w).collect()
+        chunks
     }
 }
 
@@ -273,6 +304,25 @@ mod tests {
         assert_eq!(got.len(), 12);
         assert_eq!(got[..3], [vec![3, 4], vec![8, 5], vec![21, 19]]);
         assert_eq!(got[11], vec![7, 13]);
+    }
+
+    #[test]
+    fn all_ranks_concatenates_each_ranks_batch() {
+        let groups = vec![(0..23).collect(), (100..117).collect()];
+        for (training, w) in [(true, 3), (false, 3), (true, 1), (false, 4)] {
+            let make = |ddp| if training { Schedule::training(2, 7, ddp) } else { Schedule::validation(2, 7, ddp) };
+            let ranks: Vec<_> =
+                (0..w).map(|rank| make(Some(Ddp { world_size: w, rank })).unwrap().epoch(&groups, 5)).collect();
+            let global = make(Some(Ddp { world_size: w, rank: 0 })).unwrap().all_ranks().unwrap();
+            let got = global.epoch(&groups, 5);
+            assert_eq!(got.len(), global.len(&groups));
+            assert_eq!(got.len(), ranks[0].len());
+            for (k, batch) in got.iter().enumerate() {
+                let expected: Vec<usize> = ranks.iter().flat_map(|r| r[k].clone()).collect();
+                assert_eq!(batch, &expected, "batch {k}, world {w}, training {training}");
+            }
+        }
+        assert!(Schedule::training(2, 7, None).unwrap().all_ranks().is_err());
     }
 
     #[test]

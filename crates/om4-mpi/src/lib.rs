@@ -35,12 +35,20 @@
 //! `cargo build -p om4-mpi --features mpi --example sharded_check` then
 //! `mpirun -n 4 --oversubscribe target/debug/examples/sharded_check`.
 //!
-//! The crate's only `unsafe` code is the private `rma` module (the window over `mpi::ffi`,
-//! because rsmpi has no safe one-sided API).
+//! `MpiCollective` (feature `mpi`) is the [`om4_pipeline::Collective`] of a data-parallel run
+//! over MPI: `om4_samudra::Trainer::data_parallel` averages gradients in a few large buckets
+//! through it (`examples/train_samudra --mpi` under `mpirun`).
+//!
+//! The crate's `unsafe` code is in two private modules: `rma` (the window over `mpi::ffi`,
+//! because rsmpi has no safe one-sided API) and `collective` (`Send`/`Sync` for the communicator
+//! handle, whose calls a mutex serializes).
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+#[cfg(feature = "mpi")]
+#[allow(unsafe_code)]
+mod collective;
 mod error;
 mod layout;
 #[cfg(feature = "mpi")]
@@ -49,6 +57,8 @@ mod rma;
 #[cfg(feature = "mpi")]
 mod sharded;
 
+#[cfg(feature = "mpi")]
+pub use collective::MpiCollective;
 pub use error::{Error, Result};
 pub use layout::ShardLayout;
 #[cfg(feature = "mpi")]

@@ -30,6 +30,13 @@ pub(crate) struct State {
     /// Set when the checkpoint was written inside an epoch.
     #[serde(default)]
     progress: Option<Progress>,
+    /// The ranks of the data-parallel run that wrote it (1 for one process).
+    #[serde(default = "one_rank")]
+    world_size: usize,
+}
+
+fn one_rank() -> usize {
+    1
 }
 
 /// How far an epoch had got when a checkpoint was written inside it.
@@ -39,7 +46,7 @@ pub(crate) struct Progress {
     pub(crate) epoch: usize,
     /// Its batches already trained on.
     pub(crate) batches: usize,
-    /// Their summed loss and their samples, for the epoch's report.
+    /// Their summed loss and their samples (over all ranks), for the epoch's report.
     pub(crate) loss_sum: f64,
     pub(crate) samples: usize,
 }
@@ -55,7 +62,8 @@ fn sync(path: &Path) -> std::io::Result<()> {
 }
 
 impl<S: BatchSource> Trainer<S> {
-    /// Saves model, EMA, optimizer and progress under `dir`, as of the end of the last epoch run.
+    /// Saves model, EMA, optimizer and progress under `dir`, as of the end of the last epoch run
+    /// (on a data-parallel rank other than 0 it writes nothing: rank 0's files are the run's).
     ///
     /// The weights go to new files first and `state.json`, which names them, is replaced
     /// atomically last: a run killed while saving leaves the previous checkpoint whole.
@@ -67,6 +75,10 @@ impl<S: BatchSource> Trainer<S> {
     }
 
     pub(crate) fn write_checkpoint(&self, dir: &Path, progress: Option<Progress>) -> Result<()> {
+        // Every rank holds the same weights; rank 0 alone writes them.
+        if self.parallel.rank() != 0 {
+            return Ok(());
+        }
         let err = |path: &Path, reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
         std::fs::create_dir_all(dir).map_err(|e| err(dir, e.to_string()))?;
         // The next generation after the one the directory holds (if it holds a readable one).
@@ -90,6 +102,7 @@ impl<S: BatchSource> Trainer<S> {
             model: self.model_config.clone(),
             generation,
             progress,
+            world_size: self.parallel.world_size(),
         };
         let text = serde_json::to_string_pretty(&state).map_err(|e| err(dir, e.to_string()))?;
         let (tmp, target) = (dir.join("state.json.tmp"), dir.join("state.json"));
@@ -108,7 +121,9 @@ impl<S: BatchSource> Trainer<S> {
 
     /// Restores a checkpoint written by [`save`](Self::save) (training continues with the next
     /// epoch) or inside an epoch by [`checkpoint_every`](Self::checkpoint_every) (training
-    /// continues with that epoch's next batch).
+    /// continues with that epoch's next batch). Under [`crate::DataParallel`], call
+    /// [`Trainer::data_parallel`] first: every rank reads the same files, and a checkpoint of
+    /// another world size is refused.
     ///
     /// # Errors
     /// [`Error::Checkpoint`] for missing or mismatched files.
@@ -119,6 +134,17 @@ impl<S: BatchSource> Trainer<S> {
         let state: State = serde_json::from_str(&text).map_err(|e| err(&dir.join("state.json"), e.to_string()))?;
         if state.model != self.model_config {
             return Err(err(dir, "the checkpoint was written for another architecture".into()));
+        }
+        if state.world_size != self.parallel.world_size() {
+            return Err(err(
+                dir,
+                format!(
+                    "written by a run of {} rank(s), but this run has {}: its schedule, batch positions and \
+                     effective batch size differ (resume with the same number of ranks)",
+                    state.world_size,
+                    self.parallel.world_size()
+                ),
+            ));
         }
         // A batch number means something only in the same epoch schedule.
         let schedule = |c: &TrainConfig| {

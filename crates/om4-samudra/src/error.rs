@@ -48,6 +48,21 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// Exchanging gradients or sums with the other ranks of a data-parallel run failed.
+    #[error("data-parallel exchange failed: {reason}")]
+    Parallel {
+        /// Why.
+        reason: String,
+    },
+    /// Another rank of a data-parallel run stopped on a non-finite loss or gradient norm, so this
+    /// one stops at the same optimizer step.
+    #[error("a rank reported a non-finite loss or gradient norm at epoch {epoch}, batch {batch}: training stopped")]
+    PeerNonFinite {
+        /// Epoch.
+        epoch: usize,
+        /// Batch in the epoch (of this rank's slice).
+        batch: usize,
+    },
 }
 
 /// `Result` of training.

@@ -4,6 +4,9 @@
 //! - [`Trainer`]: rollout training from any `om4_pipeline::BatchSource` (an OM4 store by default) with masked per-channel MSE, Adam, cosine schedule, gradient
 //!   clipping and accumulation, a stop on a non-finite loss or gradient norm, dynamic loss weights,
 //!   EMA weights for validation, checkpoints.
+//! - [`DataParallel`]: a trainer as one rank of a distributed run over any
+//!   `om4_pipeline::Collective` (MPI in om4-mpi): upstream's DDP schedule slice per rank and
+//!   gradients averaged in [`BUCKET_FLOATS`]-float buckets, or one process emulating such a run.
 //!
 //! ```
 //! use burn::module::Module;
@@ -22,6 +25,7 @@ mod ema;
 mod error;
 mod loss;
 pub mod model;
+mod parallel;
 mod rollout;
 mod trainer;
 mod weights;
@@ -31,6 +35,7 @@ pub use ema::Ema;
 pub use error::{Error, Result};
 pub use loss::{DynamicLoss, Masked, Predictor, cosine_lr, grad_norm, rollout_loss};
 pub use model::{NormKind, Samudra, SamudraConfig, UpsampleKind};
+pub use parallel::{BUCKET_FLOATS, DataParallel, flatten_parameters};
 pub use rollout::{RolloutStep, denormalize, rollout};
 pub use trainer::Trainer;
 pub use weights::{CheckpointEntry, load_upstream, save_upstream};

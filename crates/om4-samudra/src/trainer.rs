@@ -17,6 +17,7 @@ use crate::ema::Ema;
 use crate::error::{Error, Result};
 use crate::loss::{DynamicLoss, Masked, cosine_lr, grad_norm, rollout_loss};
 use crate::model::{Samudra, SamudraConfig};
+use crate::parallel::{self, DataParallel};
 
 /// A training run: model, optimizer, EMA and the train and validation data, from any
 /// [`BatchSource`] (an OM4 store by default).
@@ -31,8 +32,11 @@ pub struct Trainer<S: BatchSource = Om4Source> {
     device: Device,
     train: Loader<S>,
     val: Loader<S>,
-    /// What the training loader is rebuilt from when the rollout length changes.
+    /// What the loaders are rebuilt from (rollout length or data-parallel setting changed).
     train_src: Arc<S>,
+    val_src: Arc<S>,
+    /// Which processes share the run.
+    pub(crate) parallel: DataParallel,
     staging: BufferPool,
     /// The training loader's rollout steps, and the epoch this run started (or resumed) at.
     train_steps: usize,
@@ -119,18 +123,9 @@ impl<S: BatchSource> Trainer<S> {
         device.seed(config.rand_seed);
         let states = config.hist + 1;
         let train_steps = config.steps_at(1, 1);
-        let spec = WindowSpec::new(config.hist, train_steps, config.data_stride)?;
-        let val_space = SampleSpace::single(spec.with_steps(1)?, val_src.time_len())?;
-        let seed = config.rand_seed;
-        let train = Self::train_loader(&config, &train_src, train_steps, &device, &staging)?;
-        let val = Loader::new(
-            val_src,
-            val_space,
-            Schedule::validation(config.batch_size, seed, None)?,
-            config.loading,
-            device.clone(),
-        )
-        .with_buffers(staging.clone());
+        let parallel = DataParallel::Single;
+        let train = Self::train_loader(&config, &train_src, train_steps, &device, &staging, &parallel)?;
+        let val = Self::val_loader(&config, &val_src, &device, &staging, &parallel)?;
         let channels = train_src.channels();
         let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
         let grid = train_src.grid();
@@ -155,6 +150,8 @@ impl<S: BatchSource> Trainer<S> {
             train,
             val,
             train_src,
+            val_src,
+            parallel,
             staging,
             train_steps,
             start_epoch: 1,
@@ -175,12 +172,64 @@ impl<S: BatchSource> Trainer<S> {
         steps: usize,
         device: &Device,
         staging: &BufferPool,
+        parallel: &DataParallel,
     ) -> Result<Loader<S>> {
         let spec = WindowSpec::new(config.hist, steps, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
-        let schedule = Schedule::training(config.batch_size, config.rand_seed, None)?;
+        let schedule: Schedule = parallel.schedule(config.batch_size, config.rand_seed, false)?;
         Ok(Loader::new(Arc::clone(source), space, schedule, config.loading, device.clone())
             .with_buffers(staging.clone()))
+    }
+
+    /// The validation loader (one rollout step).
+    fn val_loader(
+        config: &TrainConfig,
+        source: &Arc<S>,
+        device: &Device,
+        staging: &BufferPool,
+        parallel: &DataParallel,
+    ) -> Result<Loader<S>> {
+        let spec = WindowSpec::new(config.hist, 1, config.data_stride)?;
+        let space = SampleSpace::single(spec, source.time_len())?;
+        let schedule = parallel.schedule(config.batch_size, config.rand_seed, true)?;
+        Ok(Loader::new(Arc::clone(source), space, schedule, config.loading, device.clone())
+            .with_buffers(staging.clone()))
+    }
+
+    /// Makes this trainer one rank of a data-parallel run, or a single process emulating one
+    /// ([`DataParallel`]); call it before the first epoch. `config.batch_size` is per rank, as
+    /// under upstream's DDP. Every rank must build its trainer from the same configuration and
+    /// seed and call [`run_epoch`](Self::run_epoch) the same number of times; this call is
+    /// collective, and every rank continues from rank 0's initial weights (as DDP's construction
+    /// broadcasts them). Rank 0 alone writes checkpoints.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an emulated world of 0 ranks; planning errors.
+    pub fn data_parallel(&mut self, parallel: DataParallel) -> Result<()> {
+        if parallel.world_size() == 0 {
+            return Err(Error::Config { field: "world_size", reason: "must be at least 1".into() });
+        }
+        self.train = Self::train_loader(
+            &self.config,
+            &self.train_src,
+            self.train_steps,
+            &self.device,
+            &self.staging,
+            &parallel,
+        )?;
+        self.val = Self::val_loader(&self.config, &self.val_src, &self.device, &self.staging, &parallel)?;
+        self.parallel = parallel;
+        // Every rank starts from rank 0's weights, as DDP's construction broadcasts them.
+        if let Some(collective) = self.parallel.collective() {
+            self.model = parallel::from_rank0(self.model.clone(), collective, true)?;
+            self.ema = Ema::new(&self.model, self.config.ema_decay);
+        }
+        Ok(())
+    }
+
+    /// Which processes share this run.
+    pub fn parallel(&self) -> &DataParallel {
+        &self.parallel
     }
 
     /// The rollout steps the next epoch trains with (upstream's curriculum, see
@@ -250,7 +299,8 @@ impl<S: BatchSource> Trainer<S> {
         let epoch = self.next_epoch;
         let steps = self.config.steps_at(epoch, self.start_epoch);
         if steps != self.train_steps {
-            self.train = Self::train_loader(&self.config, &self.train_src, steps, &self.device, &self.staging)?;
+            self.train =
+                Self::train_loader(&self.config, &self.train_src, steps, &self.device, &self.staging, &self.parallel)?;
             self.train_steps = steps;
         }
         let t0 = Instant::now();
@@ -261,11 +311,17 @@ impl<S: BatchSource> Trainer<S> {
         // A run resumed inside this epoch starts after the batches its checkpoint had done.
         let start = self.resume_at.take().filter(|p| p.epoch == epoch);
         let first = start.map_or(0, |p| p.batches);
-        let (mut loss_sum, mut samples) = start.map_or((0.0f64, 0usize), |p| (p.loss_sum, p.samples));
+        let (mut loss_sum, mut samples) = match start {
+            Some(p) if self.parallel.rank() == 0 => (p.loss_sum, p.samples),
+            _ => (0.0f64, 0usize),
+        };
         let samples_before = samples;
         let mut telemetry = Vec::with_capacity(total - first.min(total));
         let micro = self.config.grad_accumulation;
         let mut optimizer_steps = 0usize;
+        // On a rank of a distributed run a local non-finite value does not return at once: the
+        // rank reaches the step's all-reduce, whose flag stops every rank at the same point.
+        let mut failure: Option<Error> = None;
         for (k, batch) in self.train.epoch_from(epoch as u64, first)?.enumerate() {
             let k = first + k;
             let batch = batch?;
@@ -283,25 +339,48 @@ impl<S: BatchSource> Trainer<S> {
                 None => per_channel.mean(),
             };
             let value = loss.clone().into_scalar::<f32>();
+            let distributed = self.parallel.collective().is_some();
             if !value.is_finite() {
-                return Err(Error::NonFinite { what: "loss", epoch, batch: k, value });
+                let e = Error::NonFinite { what: "loss", epoch, batch: k, value };
+                if !distributed {
+                    return Err(e);
+                }
+                failure.get_or_insert(e);
             }
-            let grads = GradientsParams::from_grads((loss / micro as f64).backward(), &self.model);
-            let norm = grad_norm(&self.model, &grads);
-            if !norm.is_finite() {
-                return Err(Error::NonFinite { what: "gradient norm", epoch, batch: k, value: norm });
+            if failure.is_none() {
+                let grads = GradientsParams::from_grads((loss / micro as f64).backward(), &self.model);
+                let norm = grad_norm(&self.model, &grads);
+                if !norm.is_finite() {
+                    let e = Error::NonFinite { what: "gradient norm", epoch, batch: k, value: norm };
+                    if !distributed {
+                        return Err(e);
+                    }
+                    failure.get_or_insert(e);
+                }
+                accum.accumulate(&self.model, grads);
             }
-            accum.accumulate(&self.model, grads);
             pending += 1;
             let stepped = pending == micro || k + 1 == total;
             if stepped {
-                self.model = self.optim.step(lr, self.model.clone(), accum.grads());
+                let mut grads = accum.grads();
+                if let Some(collective) = self.parallel.collective() {
+                    let (averaged, any_failed) =
+                        parallel::all_reduce_grads(&self.model, grads, collective, failure.is_some())?;
+                    if any_failed {
+                        return Err(failure.take().unwrap_or(Error::PeerNonFinite { epoch, batch: k }));
+                    }
+                    grads = averaged;
+                }
+                self.model = self.optim.step(lr, self.model.clone(), grads);
+                if let Some(collective) = self.parallel.collective() {
+                    self.model = parallel::from_rank0(self.model.clone(), collective, false)?;
+                }
                 self.ema.update(&self.model);
                 pending = 0;
                 optimizer_steps += 1;
             }
             if self.dynamic.is_some() {
-                self.update_loss_weights(&batch.batch);
+                self.update_loss_weights(&batch.batch)?;
             }
             loss_sum += f64::from(value);
             samples += batch.samples.len();
@@ -313,7 +392,10 @@ impl<S: BatchSource> Trainer<S> {
                 && optimizer_steps.is_multiple_of(*every)
                 && k + 1 < total
             {
-                let progress = Progress { epoch, batches: k + 1, loss_sum, samples };
+                // The checkpoint holds the run's sums; a resumed rank other than 0 starts from none.
+                let mut sums = [loss_sum, samples as f64];
+                parallel::sum_f64(&self.parallel, &mut sums)?;
+                let progress = Progress { epoch, batches: k + 1, loss_sum: sums[0], samples: sums[1] as usize };
                 self.write_checkpoint(dir, Some(progress))?;
             }
         }
@@ -326,14 +408,18 @@ impl<S: BatchSource> Trainer<S> {
             val_sum += f64::from(self.eval_loss(&ema, &batch.batch));
             val_n += 1;
         }
+        // Every rank reports the run's means: sums and counts over all ranks.
+        let mut sums = [loss_sum, done as f64, (samples - samples_before) as f64, val_sum, val_n as f64];
+        parallel::sum_f64(&self.parallel, &mut sums)?;
+        let [loss_sum, done, new_samples, val_sum, val_n] = sums;
         let summary = EpochSummary::of(&telemetry);
         self.next_epoch += 1;
         Ok(EpochReport {
             epoch,
-            train_loss: loss_sum / done.max(1) as f64,
-            val_loss: if val_n == 0 { f64::NAN } else { val_sum / val_n as f64 },
-            // This call's samples only: a resumed epoch's earlier ones took no time here.
-            samples_per_s: (samples - samples_before) as f64 / train_wall.as_secs_f64(),
+            train_loss: loss_sum / done.max(1.0),
+            val_loss: if val_n == 0.0 { f64::NAN } else { val_sum / val_n },
+            // This call's samples only (all ranks'): a resumed epoch's earlier ones took no time here.
+            samples_per_s: new_samples / train_wall.as_secs_f64(),
             wait_p50: summary.wait.p50,
             wait_p95: summary.wait.p95,
             wait_share: summary.wait.total.as_secs_f64() / train_wall.as_secs_f64(),
@@ -341,9 +427,9 @@ impl<S: BatchSource> Trainer<S> {
         })
     }
 
-    /// Refreshes the dynamic loss weights with a no-grad single step on the batch's first step.
-    fn update_loss_weights(&mut self, batch: &ModelBatch) {
-        let Some(dynamic) = self.dynamic.as_mut() else { return };
+    /// Refreshes the dynamic loss weights with a no-grad single step on the batch's first step
+    /// (on a distributed rank, from the per-channel losses averaged over the ranks).
+    fn update_loss_weights(&mut self, batch: &ModelBatch) -> Result<()> {
         let model = self.model.valid();
         let first = &batch.steps[0];
         let one_step = ModelBatch {
@@ -355,8 +441,18 @@ impl<S: BatchSource> Trainer<S> {
         };
         let masked = Masked { model: &model, land: self.land.clone().inner() };
         let per_channel = rollout_loss(&masked, &one_step, &self.label_mask.clone().inner(), self.prognostic_inputs);
-        let values: Vec<f32> = per_channel.into_data().try_to_vec::<f32>().unwrap_or_default();
-        dynamic.update(&values, self.config.hist + 1);
+        let mut values: Vec<f32> = per_channel.into_data().try_to_vec::<f32>().unwrap_or_default();
+        if let Some(collective) = self.parallel.collective() {
+            collective
+                .all_reduce_f32(&mut values, om4_pipeline::ReduceOp::Sum)
+                .map_err(|e| Error::Parallel { reason: e.to_string() })?;
+            let scale = 1.0 / collective.world_size() as f32;
+            values.iter_mut().for_each(|v| *v *= scale);
+        }
+        if let Some(dynamic) = self.dynamic.as_mut() {
+            dynamic.update(&values, self.config.hist + 1);
+        }
+        Ok(())
     }
 
     /// The dynamic loss weights, when enabled.

@@ -1,0 +1,172 @@
+//! Data-parallel training without MPI: two ranks as threads (`om4_pipeline::ThreadGroup`) train
+//! to bit-identical weights, equal to one process trained on the same global batches; checkpoints
+//! remember the world size.
+//!
+//! The comparison with one process uses the tiny network without block normalization: instance
+//! and batch norm cancel the gradient of the convolution bias before them exactly, so what is
+//! left there is rounding noise, which Adam's first steps scale to ±lr whatever its size. Two
+//! summation orders (per rank, then across ranks; or all at once) then move those biases apart
+//! by about lr per step, in any DDP implementation. Without them the runs agree to float32
+//! rounding amplified by Adam.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::tensor::Device;
+use om4_burn::{LoaderConfig, Om4Source, SourceConfig};
+use om4_pipeline::{Collective, ThreadGroup};
+use om4_samudra::{DataParallel, EpochReport, NormKind, SamudraConfig, TrainConfig, Trainer, flatten_parameters};
+use om4_store::{ReadPool, SynthConfig, synthesize};
+
+const WORLD: usize = 2;
+const EPOCHS: usize = 1;
+
+fn store(dir: &Path) -> SourceConfig {
+    let cfg = SynthConfig { ny: 16, nx: 32, times: 24, levels: 2, ..SynthConfig::default() };
+    let paths = synthesize(dir, &cfg, |_, _| {}).unwrap();
+    SourceConfig::samudra(paths.data, paths.means, paths.stds, 2)
+}
+
+/// The tiny network without block normalization (see the crate comment).
+fn model() -> SamudraConfig {
+    SamudraConfig { norm: NormKind::None, ..SamudraConfig::tiny() }
+}
+
+fn config() -> TrainConfig {
+    TrainConfig {
+        epochs: EPOCHS,
+        learning_rate: 1e-3,
+        batch_size: 2,
+        steps: 2,
+        grad_clip: 0.5,
+        dynamic_loss_limit: Some(20.0),
+        train_time: (None, Some("1958-04-01".into())),
+        val_time: (Some("1958-03-01".into()), None),
+        loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
+        ..TrainConfig::default()
+    }
+}
+
+struct Run {
+    model: Vec<f32>,
+    ema: Vec<f32>,
+    weights: Vec<f32>,
+    reports: Vec<EpochReport>,
+    batches: usize,
+}
+
+/// A new trainer. The device's seed is global to the process, so trainers (thread ranks, and the
+/// tests running beside each other) initialize one at a time: each draws the seeded weights, as
+/// every rank does in its own process.
+fn trainer(config: TrainConfig, src: &Om4Source) -> Trainer {
+    static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    Trainer::new(config, model(), src, Device::flex()).unwrap()
+}
+
+/// Trains `EPOCHS` epochs, then saves a checkpoint into `save` (when given).
+fn train(source: &SourceConfig, parallel: DataParallel, save: Option<&Path>) -> Run {
+    let src = Om4Source::open(source, None, None, ReadPool::new(2).unwrap()).unwrap();
+    let mut trainer = trainer(config(), &src);
+    trainer.data_parallel(parallel).unwrap();
+    let reports = (0..EPOCHS).map(|_| trainer.run_epoch(|_, _, _, _| {}).unwrap()).collect();
+    if let Some(dir) = save {
+        trainer.save(dir).unwrap();
+    }
+    Run {
+        model: flatten_parameters(trainer.model()),
+        ema: flatten_parameters(trainer.ema()),
+        weights: trainer.loss_weights().unwrap().scales.clone(),
+        reports,
+        batches: trainer.train_batches(),
+    }
+}
+
+/// ‖a − b‖ / ‖b‖.
+fn relative(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let diff: f64 = a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum();
+    let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum();
+    (diff / norm).sqrt()
+}
+
+/// How many values differ in their bits.
+fn differing(a: &[f32], b: &[f32]) -> usize {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).filter(|(x, y)| x.to_bits() != y.to_bits()).count()
+}
+
+#[test]
+fn two_thread_ranks_train_like_one_process_on_the_global_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = store(dir.path());
+    let ranks: Vec<Run> = std::thread::scope(|s| {
+        let handles: Vec<_> = ThreadGroup::new(WORLD)
+            .unwrap()
+            .into_iter()
+            .map(|rank| {
+                let (source, save) = (&source, dir.path().join(format!("ckpt-rank{}", rank.rank())));
+                s.spawn(move || train(source, DataParallel::Rank(Arc::new(rank)), Some(&save)))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let reference = train(&source, DataParallel::Emulate { world_size: WORLD }, None);
+    let single = train(&source, DataParallel::Single, None);
+    // Rank 0 alone wrote its checkpoint.
+    assert!(dir.path().join("ckpt-rank0/state.json").is_file());
+    assert!(!dir.path().join("ckpt-rank1").exists());
+    assert!(reference.batches >= 2, "too few optimizer steps to compare: {}", reference.batches);
+    assert_eq!(ranks[0].batches, reference.batches);
+
+    // Every rank holds the same model, EMA and loss weights, bit for bit.
+    for r in &ranks[1..] {
+        assert_eq!(differing(&r.model, &ranks[0].model), 0, "model values differ between ranks");
+        assert_eq!(differing(&r.ema, &ranks[0].ema), 0, "EMA values differ between ranks");
+        assert_eq!(differing(&r.weights, &ranks[0].weights), 0, "loss weights differ between ranks");
+        for (a, b) in r.reports.iter().zip(&ranks[0].reports) {
+            assert_eq!((a.train_loss, a.val_loss), (b.train_loss, b.val_loss), "reports differ between ranks");
+        }
+    }
+    // ... equal to the one-process run on the global batches to float32 rounding.
+    let (model, ema, weights) = (
+        relative(&ranks[0].model, &reference.model),
+        relative(&ranks[0].ema, &reference.ema),
+        relative(&ranks[0].weights, &reference.weights),
+    );
+    println!(
+        "{} optimizer steps; relative difference to the one-process reference: model {model:.2e}, EMA {ema:.2e}, \
+         loss weights {weights:.2e}",
+        reference.batches * EPOCHS
+    );
+    assert!(model <= 1e-6 && ema <= 1e-6 && weights <= 1e-6, "model {model:e}, EMA {ema:e}, loss weights {weights:e}");
+    for (a, b) in ranks[0].reports.iter().zip(&reference.reports) {
+        assert!((a.train_loss - b.train_loss).abs() <= 1e-5 * b.train_loss.abs(), "{a:?} vs {b:?}");
+    }
+    // ... and not what the non-distributed schedule trains (the comparison can fail).
+    assert!(relative(&single.model, &reference.model) > 1e-3, "the schedules did not differ");
+}
+
+#[test]
+fn checkpoints_name_their_world_size_and_only_rank_0_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = store(dir.path());
+    let src = Om4Source::open(&source, None, None, ReadPool::new(2).unwrap()).unwrap();
+    let mut config = config();
+    config.epochs = 1;
+    let mut emulated = trainer(config.clone(), &src);
+    emulated.data_parallel(DataParallel::Emulate { world_size: WORLD }).unwrap();
+    emulated.run_epoch(|_, _, _, _| {}).unwrap();
+    let ckpt = dir.path().join("ckpt");
+    emulated.save(&ckpt).unwrap();
+
+    let mut single = trainer(config.clone(), &src);
+    let err = single.resume(&ckpt).unwrap_err().to_string();
+    assert!(err.contains("2 rank(s), but this run has 1"), "{err}");
+    let mut same = trainer(config.clone(), &src);
+    same.data_parallel(DataParallel::Emulate { world_size: WORLD }).unwrap();
+    same.resume(&ckpt).unwrap();
+    assert_eq!(same.next_epoch(), 2);
+
+    assert!(same.data_parallel(DataParallel::Emulate { world_size: 0 }).is_err());
+}
