@@ -62,6 +62,20 @@ struct Args {
     /// cpu (default); GPU backends need a build with their cargo feature.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Train data-parallel as one rank of an MPI job (`mpirun -n W … train_samudra --mpi`): each
+    /// rank trains on its slice of upstream's DDP schedule (`--batch-size` per rank) and the
+    /// gradients are averaged; rank 0 alone prints and writes checkpoints (build with `--features mpi`).
+    #[arg(long)]
+    mpi: bool,
+    /// With --mpi: hold the planes of the training and validation splits in the ranks' memory
+    /// (om4_mpi::ShardedSource, read once at the start) and take batches from there.
+    #[cfg(feature = "mpi")]
+    #[arg(long)]
+    sharded: bool,
+    /// With --sharded: ranks per full copy of the planes (default: one copy over all ranks).
+    #[cfg(feature = "mpi")]
+    #[arg(long, value_name = "N")]
+    shard_width: Option<usize>,
 }
 
 /// The configuration file, in Samudra's words.
@@ -153,24 +167,84 @@ fn device(name: &str) -> Result<Device, String> {
     }
 }
 
+/// The MPI job this process is a rank of (with `--mpi`).
+#[cfg(feature = "mpi")]
+struct Mpi {
+    collective: std::sync::Arc<om4_mpi::MpiCollective>,
+    _universe: mpi::environment::Universe,
+}
+
+#[cfg(feature = "mpi")]
+fn join_mpi(args: &Args) -> Result<Option<Mpi>, Box<dyn std::error::Error>> {
+    if !args.mpi {
+        return Ok(None);
+    }
+    let (universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Multiple).ok_or("MPI could not be initialized")?;
+    let collective = std::sync::Arc::new(om4_mpi::MpiCollective::new(&universe.world())?);
+    Ok(Some(Mpi { collective, _universe: universe }))
+}
+
 fn main() -> std::process::ExitCode {
-    match run(Args::parse()) {
+    let args = Args::parse();
+    #[cfg(feature = "mpi")]
+    let mpi = match join_mpi(&args) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    #[cfg(not(feature = "mpi"))]
+    if args.mpi {
+        eprintln!("error: --mpi needs a build with `--features mpi`");
+        return std::process::ExitCode::FAILURE;
+    }
+    #[cfg(feature = "mpi")]
+    let result = run(args, mpi.as_ref().map(|m| std::sync::Arc::clone(&m.collective)));
+    #[cfg(not(feature = "mpi"))]
+    let result = run(args);
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
+            // A rank that stops ends the job: the others would wait in the next all-reduce.
+            #[cfg(feature = "mpi")]
+            if let Some(m) = &mpi {
+                m.collective.abort(&format!("error: {e}"), 1);
+            }
             eprintln!("error: {e}");
             std::process::ExitCode::FAILURE
         }
     }
 }
 
+#[cfg(feature = "mpi")]
+fn run(args: Args, mpi: Option<std::sync::Arc<om4_mpi::MpiCollective>>) -> Result<(), Box<dyn std::error::Error>> {
+    let parallel = match mpi {
+        Some(c) => om4_samudra::DataParallel::Rank(c),
+        None => om4_samudra::DataParallel::Single,
+    };
+    train(args, parallel)
+}
+
+#[cfg(not(feature = "mpi"))]
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    train(args, om4_samudra::DataParallel::Single)
+}
+
+fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn std::error::Error>> {
+    let quiet = parallel.rank() != 0;
     let file = match &args.config {
         Some(p) => read_config(p)?,
         None => FileConfig::default(),
     };
     let demo = args.store.is_none() && file.data.data_location.is_none();
     let (data, means, stds) = if demo {
-        let p = demo::demo_store()?;
+        // Rank 0 writes the demo store (once); the other ranks wait until it has.
+        let p = if quiet { om4_store::SynthPaths::under(&demo::demo_dir()) } else { demo::demo_store()? };
+        if let om4_samudra::DataParallel::Rank(c) = &parallel {
+            om4_pipeline::Collective::all_reduce_f64(c.as_ref(), &mut [0.0], om4_pipeline::ReduceOp::Sum)?;
+        }
         (p.data, p.means, p.stds)
     } else {
         let data = args.store.clone().or(file.data.data_location.clone()).expect("checked above");
@@ -234,19 +308,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let staging = if args.device == "cuda" { om4_burn::BufferPool::pinned(0)? } else { om4_burn::BufferPool::new() };
     #[cfg(not(feature = "cuda"))]
     let staging = om4_burn::BufferPool::new();
-    let mut trainer = Trainer::with_staging(config.clone(), model, &source, device(&args.device)?, staging)?;
-    if let Some(every) = args.checkpoint_every {
-        let dir = args.checkpoint_dir.as_ref().ok_or("--checkpoint-every needs --checkpoint-dir")?;
-        trainer.checkpoint_every(dir, every)?;
-    }
-    if args.resume {
-        let dir = args.checkpoint_dir.as_ref().ok_or("--resume needs --checkpoint-dir")?;
-        trainer.resume(dir)?;
-        let (epoch, done) = trainer.resume_point();
-        println!("resumed from {} at epoch {epoch}, batch {}", dir.display(), done + 1);
-    }
-    println!(
-        "training {model_name} on {} ({} prognostic + {} boundary channels, {}×{}), hist {}, steps {}, batch {}, {} batches/epoch",
+    let header = format!(
+        "training {model_name} on {} ({} prognostic + {} boundary channels, {}×{}), hist {}, steps {}, batch {}",
         source_config.data.display(),
         source_config.prognostic.len(),
         source_config.boundary.len(),
@@ -255,8 +318,62 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         config.hist,
         config.steps,
         config.batch_size,
-        trainer.train_batches()
     );
+    let device = device(&args.device)?;
+    #[cfg(feature = "mpi")]
+    if args.sharded {
+        if !matches!(parallel, om4_samudra::DataParallel::Rank(_)) {
+            return Err("--sharded needs --mpi".into());
+        }
+        // The planes of both splits, spread over the ranks' memory (DDStore); collective.
+        let world = mpi::topology::SimpleCommunicator::world();
+        let options = om4_mpi::ShardOptions { width: args.shard_width, ..Default::default() };
+        let split = |(start, end): &(Option<String>, Option<String>)| -> Result<_, Box<dyn std::error::Error>> {
+            let selection = source.with_range(start.as_deref(), end.as_deref())?;
+            Ok(std::sync::Arc::new(om4_mpi::ShardedSource::new(&world, &selection, &options)?))
+        };
+        let (train_src, val_src) = (split(&config.train_time)?, split(&config.val_time)?);
+        if !quiet {
+            println!(
+                "planes of both splits sharded over the ranks' memory: this rank filled {:.2} s",
+                train_src.fill_time().as_secs_f64() + val_src.fill_time().as_secs_f64()
+            );
+        }
+        let trainer = Trainer::from_sources(config.clone(), model, train_src, val_src, device, staging)?;
+        return drive(trainer, &args, parallel, &config, header);
+    }
+    let trainer = Trainer::with_staging(config.clone(), model, &source, device, staging)?;
+    drive(trainer, &args, parallel, &config, header)
+}
+
+/// Trains `config.epochs` epochs (after a resume, the rest of them), printing one line per epoch
+/// on rank 0 and checkpointing as asked.
+fn drive<S: om4_burn::BatchSource>(
+    mut trainer: Trainer<S>,
+    args: &Args,
+    parallel: om4_samudra::DataParallel,
+    config: &TrainConfig,
+    header: String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let quiet = parallel.rank() != 0;
+    let world = parallel.world_size();
+    trainer.data_parallel(parallel)?;
+    if let Some(every) = args.checkpoint_every {
+        let dir = args.checkpoint_dir.as_ref().ok_or("--checkpoint-every needs --checkpoint-dir")?;
+        trainer.checkpoint_every(dir, every)?;
+    }
+    if args.resume {
+        let dir = args.checkpoint_dir.as_ref().ok_or("--resume needs --checkpoint-dir")?;
+        trainer.resume(dir)?;
+        let (epoch, done) = trainer.resume_point();
+        if !quiet {
+            println!("resumed from {} at epoch {epoch}, batch {}", dir.display(), done + 1);
+        }
+    }
+    if !quiet {
+        let ranks = if world > 1 { format!(" per rank, {world} ranks") } else { String::new() };
+        println!("{header}{ranks}, {} batches/epoch", trainer.train_batches());
+    }
     let started = Instant::now();
     while trainer.next_epoch() <= config.epochs {
         let epoch = trainer.next_epoch();
@@ -265,11 +382,17 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 .progress_chars("=> "),
         );
         bar.set_prefix(epoch.to_string());
+        if quiet {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
         let report = trainer.run_epoch(|done, _, loss, t| {
             bar.set_position(done as u64);
             bar.set_message(format!("loss {loss:.4} wait {:.1} ms", t.wait.as_secs_f64() * 1e3));
         })?;
         bar.finish_and_clear();
+        if quiet {
+            continue;
+        }
         println!(
             "epoch {:>3}: train loss {:.4}  val loss {:.4}  {:.1} samples/s  data wait p50 {:.2} ms p95 {:.2} ms ({:.1}% of step time)  {:.1}s",
             report.epoch,
@@ -284,6 +407,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         if let Some(dir) = &args.checkpoint_dir {
             trainer.save(dir)?;
         }
+    }
+    if quiet {
+        return Ok(());
     }
     println!("done in {:.1}s", started.elapsed().as_secs_f64());
     if let Some(path) = &args.save_weights {

@@ -65,6 +65,12 @@ impl MpiCollective {
         comm.abort(code)
     }
 
+    /// Waits until every rank has called it (`MPI_Barrier`).
+    pub fn barrier(&self) {
+        let comm = self.comm.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        comm.barrier();
+    }
+
     fn reduce<T>(&self, values: &mut [T], op: ReduceOp) -> om4_pipeline::Result<()>
     where
         T: Copy + mpi::datatype::Equivalence,
