@@ -10,7 +10,8 @@
 # $HOME), seeds the directory and builds in its own target dir (target/cuda; the first build takes
 # about 30 minutes on 2 cores). Idempotent: a second run reuses the SDK and the build.
 #
-# Usage: scripts/build-cuda.sh [extra cargo args]     (prints the binary's path last)
+# Usage: scripts/build-cuda.sh [extra cargo args, e.g. --example gpu_check]   (prints the
+#        train_samudra binary's path last; scripts/gpu-check.sh prepare builds gpu_check this way)
 # Env:   CUDARC_CUDA_VERSION (default 13000: CUDA 13.0, what driver 580 speaks; without nvcc
 #        cudarc would otherwise pick the newest driver API it knows).
 # With network access to tracel's servers none of this is needed:

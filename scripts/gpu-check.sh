@@ -1,16 +1,145 @@
 #!/usr/bin/env bash
-# The GPU checks of om4's staging path, for a machine with an NVIDIA driver (no CUDA toolkit
-# needed: cudarc loads libcuda at run time). Runs, in one short pass:
-#   - pinned allocation, asynchronous host-to-device copies on a stream, and reuse of a pinned
-#     buffer only after its copy completed (the device must hold the second pattern exactly);
-#   - a pooled pinned buffer read back through Burn bit for bit;
-#   - pinned vs pageable host-to-device GB/s, and copy/compute overlap on two streams.
-# Usage: scripts/gpu-check.sh [MiB per copy, default 256]
-# A missing driver or device is a failure here (OM4_REQUIRE_GPU=1); CI runs the same tests
-# without a GPU, where they only check that a missing driver is reported as an error.
+# om4's GPU checks as one prepared device run.
+#
+#   scripts/gpu-check.sh prepare   # here (no GPU needed): builds and packs target/gpu-carry
+#   scripts/gpu-check.sh run       # on the GPU machine (no Rust, no network): runs everything,
+#                                  # prints one table, exits 1 if a check failed
+#
+# `prepare` builds, strips and xz-compresses (one CUDA binary carries every GPU check):
+#   - examples/gpu_check with Burn's CUDA backend (scripts/build-cuda.sh: offline LLVM SDK),
+#   - the om4 CLI (to write a synthetic 1° store there),
+#   - om4-pipeline's tests/pinned.rs and om4-burn's tests/cuda.rs (feature pinned: cudarc only),
+# and packs upstream Samudra's model source (m2lines/Samudra 018a6a7, from the git directory in
+# $SAMUDRA_GIT, e.g. a `fetch` mirror) with the Python packages its import needs that the
+# device's image lacks (PyPI wheels for CPython 3.12). The carried folder stays under 50 MiB
+# (the device run takes 64 MiB with the working tree).
+#
+# `run` (about 6 minutes on an H200; each part has its own timeout):
+#   a. staging: pinned allocation, async copies, reuse only after the copy completed, pinned vs
+#      pageable GB/s; d. copy/compute overlap (both from tests/pinned.rs); pinned loader batches
+#      through Burn equal pageable ones (tests/cuda.rs);
+#   b. gpu_check prepare --device cuda: device-prepared batches equal the host reference bit for bit;
+#   c. the demo trained 2 epochs on cuda and on cpu (train losses within 1e-3 relative), then v2
+#      at 1° (hist 1, 4 steps, batch 1 and 4): samples/s, data wait p50/p95 and share, peak GPU memory;
+#   e. upstream PyTorch Samudra's same v2 step on the same GPU, float32 and bf16 (scripts/gpu/torch_step.py);
+#   f. vulkan: not carried yet (a second binary does not fit beside the CUDA one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi not found"
-export OM4_REQUIRE_GPU=1 OM4_GPU_CHECK_MIB="${1:-256}"
-cargo test --release --locked -p om4-pipeline --features pinned --test pinned -- --nocapture --test-threads 1
-cargo test --release --locked -p om4-burn --features pinned --test cuda -- --nocapture --test-threads 1
+carry=target/gpu-carry
+upstream_commit=018a6a7453bd2b600daffcc971af964102ab90a1
+
+prepare() {
+  rm -rf "$carry"
+  mkdir -p "$carry/bin" "$carry/wheels"
+  scripts/build-cuda.sh --example gpu_check
+  cargo build --release --locked --bin om4
+  tests=$(cargo test --release --locked -p om4-pipeline -p om4-burn --features om4-pipeline/pinned,om4-burn/pinned \
+    --test pinned --test cuda --no-run --message-format=json |
+    jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test) | .executable')
+  for bin in target/cuda/release/examples/gpu_check target/release/om4 $tests; do
+    name=$(basename "$bin" | sed 's/-[0-9a-f]\{16\}$//')
+    strip -o "$carry/bin/$name" "$bin"
+    xz -T2 -6 -f "$carry/bin/$name"
+  done
+  : "${SAMUDRA_GIT:?set SAMUDRA_GIT to a git directory of m2lines/Samudra holding $upstream_commit}"
+  git --git-dir="$SAMUDRA_GIT" archive --format=tar "$upstream_commit" src/samudra | xz -6 > "$carry/samudra-src.tar.xz"
+  # What upstream's model import needs beyond the device image (torch, numpy, xarray, yaml, einops,
+  # jaxtyping are there), at the versions of upstream's uv.lock: pydantic, pydantic-settings, dacite, cftime.
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d "$carry/wheels" pydantic==2.10.6 pydantic-core==2.27.2 pydantic-settings==2.8.1 annotated-types==0.7.0 \
+    python-dotenv==1.1.0 dacite==1.9.2 cftime==1.6.4.post1
+  du -sh "$carry"
+  size=$(du -sb "$carry" | cut -f1)
+  if [ "$size" -gt $((50 << 20)) ]; then echo "target/gpu-carry is $size bytes: over the 50 MiB budget"; exit 1; fi
+  echo "prepared $carry; on the device: scripts/gpu-check.sh run (carry $carry)"
+}
+
+# One table row per check: name, PASS/FAIL/INFO, what was measured.
+rows=()
+failed=0
+row() {
+  rows+=("$(printf '| %-34s | %-4s | %s |' "$1" "$2" "$3")")
+  if [ "$2" = FAIL ]; then failed=1; fi
+}
+
+run() {
+  set +e
+  work=/tmp/om4-gpu
+  rm -rf "$work" && mkdir -p "$work/bin" "$work/src"
+  for f in "$carry"/bin/*.xz; do
+    xz -dc "$f" > "$work/bin/$(basename "$f" .xz)" && chmod +x "$work/bin/$(basename "$f" .xz)"
+  done
+  tar -xJf "$carry/samudra-src.tar.xz" -C "$work/src"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
+  export PYTHONPATH="$work/site" PYTHONUNBUFFERED=1
+  # cubecl's NVPTX path needs libdevice from the CUDA install.
+  for cuda in "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-13.0 /opt/cuda; do
+    if [ -n "$cuda" ] && [ -d "$cuda/nvvm/libdevice" ]; then export CUDA_PATH="$cuda"; break; fi
+  done
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "CUDA_PATH=${CUDA_PATH:-unset}"
+  export OM4_REQUIRE_GPU=1 OM4_GPU_CHECK_MIB=256 OM4_DEMO_DIR="$work/demo"
+  log="$work/log"
+  mkdir -p "$log"
+
+  # a + d: staging and overlap; pinned loader batches through Burn.
+  if timeout 120 "$work/bin/pinned" --nocapture --test-threads 1 > "$log/pinned.txt" 2>&1; then
+    row "a/d. pinned staging, overlap" PASS "$(grep -iE 'GB/s|overlap' "$log/pinned.txt" | tr '\n' ' ' | cut -c1-200)"
+  else row "a/d. pinned staging, overlap" FAIL "see pinned.txt: $(tail -3 "$log/pinned.txt" | tr '\n' ' ')"; fi
+  if timeout 120 "$work/bin/cuda" --nocapture --test-threads 1 > "$log/cuda-test.txt" 2>&1; then
+    row "a. pinned loader batches via Burn" PASS "equal to pageable ones bit for bit"
+  else row "a. pinned loader batches via Burn" FAIL "$(tail -3 "$log/cuda-test.txt" | tr '\n' ' ')"; fi
+
+  # b: device preparation equals the host reference.
+  if timeout 300 "$work/bin/gpu_check" prepare --device cuda > "$log/prepare.txt" 2>&1; then
+    row "b. prepare on cuda = host" PASS "$(tail -1 "$log/prepare.txt")"
+  else row "b. prepare on cuda = host" FAIL "$(tail -2 "$log/prepare.txt" | tr '\n' ' ')"; fi
+
+  # c: the demo on cuda and cpu, then v2 at 1°.
+  timeout 300 "$work/bin/gpu_check" train --device cuda --epochs 2 > "$log/demo-cuda.txt" 2>&1
+  timeout 300 "$work/bin/gpu_check" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
+  losses() { grep -oE 'train loss [0-9.]+' "$1" | awk '{print $3}' | tr '\n' ' '; }
+  gpu=$(losses "$log/demo-cuda.txt"); cpu=$(losses "$log/demo-cpu.txt")
+  if [ -n "$gpu" ] && python3 -c "import sys; g,c=[list(map(float,a.split())) for a in sys.argv[1:]]; sys.exit(0 if len(g)==len(c)==2 and all(abs(x-y)<=1e-3*abs(y) for x,y in zip(g,c)) else 1)" "$gpu" "$cpu"; then
+    row "c. demo cuda vs cpu (2 epochs)" PASS "train loss cuda $gpu/ cpu $cpu(1e-3 rel.)"
+  else row "c. demo cuda vs cpu (2 epochs)" FAIL "cuda [$gpu] cpu [$cpu]: $(tail -2 "$log/demo-cuda.txt" | tr '\n' ' ')"; fi
+  "$work/bin/om4" synth "$work/1deg" --grid 1deg --times 24 > "$log/synth.txt" 2>&1
+  for batch in 1 4; do
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$log/mem-$batch.txt" &
+    smi=$!
+    timeout 240 "$work/bin/gpu_check" train --device cuda --store "$work/1deg/OM4.zarr" --model v2 --history 1 \
+      --steps 4 --batch-size "$batch" --epochs 1 > "$log/v2-b$batch.txt" 2>&1
+    status=$?
+    kill "$smi" 2>/dev/null
+    peak=$(sort -n "$log/mem-$batch.txt" | tail -1)
+    line=$(grep -E '^epoch' "$log/v2-b$batch.txt" | tail -1)
+    if [ "$status" = 0 ] && [ -n "$line" ]; then
+      row "c. v2 1° hist 1 steps 4 batch $batch" INFO "${line#epoch   1: } peak ${peak} MiB"
+    else row "c. v2 1° hist 1 steps 4 batch $batch" FAIL "exit $status: $(tail -2 "$log/v2-b$batch.txt" | tr '\n' ' ')"; fi
+  done
+
+  # e: upstream PyTorch's same step.
+  for batch in 1 4; do
+    for dtype in f32 bf16; do
+      if out=$(timeout 180 python3 scripts/gpu/torch_step.py --upstream-src "$work/src/src" --preset v2 \
+        --batch "$batch" --steps 4 --dtype "$dtype" 2> "$log/torch-b$batch-$dtype.txt"); then
+        row "e. pytorch v2 batch $batch $dtype" INFO "$out"
+      else row "e. pytorch v2 batch $batch $dtype" FAIL "$(tail -2 "$log/torch-b$batch-$dtype.txt" | tr '\n' ' ')"; fi
+    done
+  done
+  row "f. vulkan" INFO "not carried in this run"
+
+  echo
+  echo "| check | result | measured |"
+  echo "|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  if [ -n "${OUT:-}" ]; then tar -czf "$OUT/logs.tgz" -C "$work" log; printf '%s\n' "${rows[@]}" > "$OUT/table.md"; fi
+  exit "$failed"
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  run) run ;;
+  *) echo "usage: scripts/gpu-check.sh prepare|run"; exit 2 ;;
+esac
