@@ -20,9 +20,12 @@
 #      through Burn equal pageable ones (tests/cuda.rs);
 #   b. gpu_check prepare --device cuda: device-prepared batches equal the host reference bit for bit;
 #   c. the demo trained 2 epochs on cuda and on cpu (train losses within 1e-3 relative), then v2
-#      at 1° (hist 1, 4 steps, batch 1 and 4): samples/s, data wait p50/p95 and share, peak GPU memory;
+#      at 1° (hist 1, 4 steps, batch 1 and 4, and 4 with --bf16): samples/s, data wait p50/p95 and
+#      share, peak GPU memory;
 #   e. upstream PyTorch Samudra's same v2 step on the same GPU, float32 and bf16 (scripts/gpu/torch_step.py);
 #   f. vulkan: not carried yet (a second binary does not fit beside the CUDA one).
+# A dry run of `run` without a GPU (the plumbing; GPU rows then fail as they should):
+#   OM4_GPU_CHECK_DEVICE=cpu OM4_GPU_CHECK_MODEL=tiny OM4_GPU_CHECK_GRID=2deg scripts/gpu-check.sh run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 carry=target/gpu-carry
@@ -42,13 +45,14 @@ prepare() {
     xz -T2 -6 -f "$carry/bin/$name"
   done
   : "${SAMUDRA_GIT:?set SAMUDRA_GIT to a git directory of m2lines/Samudra holding $upstream_commit}"
-  git --git-dir="$SAMUDRA_GIT" archive --format=tar "$upstream_commit" src/samudra | xz -6 > "$carry/samudra-src.tar.xz"
+  git --git-dir="$SAMUDRA_GIT" archive --format=tar --prefix=src/ "$upstream_commit:src" samudra | xz -6 > "$carry/samudra-src.tar.xz"
   # What upstream's model import needs beyond the device image (torch, numpy, xarray, yaml, einops,
-  # jaxtyping are there), at the versions of upstream's uv.lock: pydantic, pydantic-settings, dacite, cftime.
+  # jaxtyping are there), at the versions of upstream's uv.lock (found by importing it in a
+  # Python 3.12 venv with torch 2.9.1 on this machine; scripts/gpu/torch_step.py ran there on CPU).
   python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d "$carry/wheels" pydantic==2.10.6 pydantic-core==2.27.2 pydantic-settings==2.8.1 annotated-types==0.7.0 \
-    python-dotenv==1.1.0 dacite==1.9.2 cftime==1.6.4.post1
+    python-dotenv==1.1.0 dacite==1.9.2 cftime==1.6.4.post1 xarray-einstats==0.8.0 torchinfo==1.8.0
   du -sh "$carry"
   size=$(du -sb "$carry" | cut -f1)
   if [ "$size" -gt $((50 << 20)) ]; then echo "target/gpu-carry is $size bytes: over the 50 MiB budget"; exit 1; fi
@@ -77,9 +81,12 @@ run() {
   for cuda in "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-13.0 /opt/cuda; do
     if [ -n "$cuda" ] && [ -d "$cuda/nvvm/libdevice" ]; then export CUDA_PATH="$cuda"; break; fi
   done
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "no nvidia-smi"
   echo "CUDA_PATH=${CUDA_PATH:-unset}"
   export OM4_REQUIRE_GPU=1 OM4_GPU_CHECK_MIB=256 OM4_DEMO_DIR="$work/demo"
+  dev=${OM4_GPU_CHECK_DEVICE:-cuda} model=${OM4_GPU_CHECK_MODEL:-v2} grid=${OM4_GPU_CHECK_GRID:-1deg}
+  torch_device=cuda torch_grid=180x360
+  if [ "$dev" = cpu ]; then torch_device=cpu torch_grid=90x180; fi
   log="$work/log"
   mkdir -p "$log"
 
@@ -92,40 +99,43 @@ run() {
   else row "a. pinned loader batches via Burn" FAIL "$(tail -3 "$log/cuda-test.txt" | tr '\n' ' ')"; fi
 
   # b: device preparation equals the host reference.
-  if timeout 300 "$work/bin/gpu_check" prepare --device cuda > "$log/prepare.txt" 2>&1; then
-    row "b. prepare on cuda = host" PASS "$(tail -1 "$log/prepare.txt")"
-  else row "b. prepare on cuda = host" FAIL "$(tail -2 "$log/prepare.txt" | tr '\n' ' ')"; fi
+  if timeout 300 "$work/bin/gpu_check" prepare --device "$dev" > "$log/prepare.txt" 2>&1; then
+    row "b. prepare on $dev = host" PASS "$(tail -1 "$log/prepare.txt")"
+  else row "b. prepare on $dev = host" FAIL "$(tail -2 "$log/prepare.txt" | tr '\n' ' ')"; fi
 
   # c: the demo on cuda and cpu, then v2 at 1°.
-  timeout 300 "$work/bin/gpu_check" train --device cuda --epochs 2 > "$log/demo-cuda.txt" 2>&1
+  timeout 300 "$work/bin/gpu_check" train --device "$dev" --epochs 2 > "$log/demo-cuda.txt" 2>&1
   timeout 300 "$work/bin/gpu_check" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
   losses() { grep -oE 'train loss [0-9.]+' "$1" | awk '{print $3}' | tr '\n' ' '; }
   gpu=$(losses "$log/demo-cuda.txt"); cpu=$(losses "$log/demo-cpu.txt")
   if [ -n "$gpu" ] && python3 -c "import sys; g,c=[list(map(float,a.split())) for a in sys.argv[1:]]; sys.exit(0 if len(g)==len(c)==2 and all(abs(x-y)<=1e-3*abs(y) for x,y in zip(g,c)) else 1)" "$gpu" "$cpu"; then
-    row "c. demo cuda vs cpu (2 epochs)" PASS "train loss cuda $gpu/ cpu $cpu(1e-3 rel.)"
-  else row "c. demo cuda vs cpu (2 epochs)" FAIL "cuda [$gpu] cpu [$cpu]: $(tail -2 "$log/demo-cuda.txt" | tr '\n' ' ')"; fi
-  "$work/bin/om4" synth "$work/1deg" --grid 1deg --times 24 > "$log/synth.txt" 2>&1
-  for batch in 1 4; do
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$log/mem-$batch.txt" &
+    row "c. demo $dev vs cpu (2 epochs)" PASS "train loss $dev $gpu/ cpu $cpu(1e-3 rel.)"
+  else row "c. demo $dev vs cpu (2 epochs)" FAIL "$dev [$gpu] cpu [$cpu]: $(tail -2 "$log/demo-cuda.txt" | tr '\n' ' ')"; fi
+  "$work/bin/om4" synth "$work/1deg" --grid "$grid" --times 24 > "$log/synth.txt" 2>&1
+  for run in 1 4 "4 --bf16"; do
+    batch=${run%% *} extra=${run#"$batch"}
+    tag=${extra// /}
+    (nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 || true) > "$log/mem-$batch.txt" 2>/dev/null &
     smi=$!
-    timeout 240 "$work/bin/gpu_check" train --device cuda --store "$work/1deg/OM4.zarr" --model v2 --history 1 \
-      --steps 4 --batch-size "$batch" --epochs 1 > "$log/v2-b$batch.txt" 2>&1
+    timeout 240 "$work/bin/gpu_check" train --device "$dev" --store "$work/1deg/OM4.zarr" --model "$model" --history 1 \
+      --steps 4 --batch-size "$batch" --epochs 1 $extra > "$log/v2-b$batch$tag.txt" 2>&1
     status=$?
     kill "$smi" 2>/dev/null
     peak=$(sort -n "$log/mem-$batch.txt" | tail -1)
-    line=$(grep -E '^epoch' "$log/v2-b$batch.txt" | tail -1)
+    line=$(grep -E '^epoch' "$log/v2-b$batch$tag.txt" | tail -1)
     if [ "$status" = 0 ] && [ -n "$line" ]; then
-      row "c. v2 1° hist 1 steps 4 batch $batch" INFO "${line#epoch   1: } peak ${peak} MiB"
-    else row "c. v2 1° hist 1 steps 4 batch $batch" FAIL "exit $status: $(tail -2 "$log/v2-b$batch.txt" | tr '\n' ' ')"; fi
+      row "c. $model $grid steps 4 batch $batch$extra" INFO "${line#epoch   1: } peak ${peak} MiB"
+    else row "c. $model $grid steps 4 batch $batch$extra" FAIL "exit $status: $(tail -2 "$log/v2-b$batch$tag.txt" | tr '\n' ' ')"; fi
   done
 
   # e: upstream PyTorch's same step.
   for batch in 1 4; do
     for dtype in f32 bf16; do
-      if out=$(timeout 180 python3 scripts/gpu/torch_step.py --upstream-src "$work/src/src" --preset v2 \
-        --batch "$batch" --steps 4 --dtype "$dtype" 2> "$log/torch-b$batch-$dtype.txt"); then
-        row "e. pytorch v2 batch $batch $dtype" INFO "$out"
-      else row "e. pytorch v2 batch $batch $dtype" FAIL "$(tail -2 "$log/torch-b$batch-$dtype.txt" | tr '\n' ' ')"; fi
+      if out=$(timeout 180 python3 scripts/gpu/torch_step.py --upstream-src "$work/src/src" --preset "$model" \
+        --batch "$batch" --steps 4 --dtype "$dtype" --device "$torch_device" --grid "$torch_grid" \
+        2> "$log/torch-b$batch-$dtype.txt"); then
+        row "e. pytorch $model batch $batch $dtype" INFO "$out"
+      else row "e. pytorch $model batch $batch $dtype" FAIL "$(tail -2 "$log/torch-b$batch-$dtype.txt" | tr '\n' ' ')"; fi
     done
   done
   row "f. vulkan" INFO "not carried in this run"

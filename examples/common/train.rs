@@ -31,6 +31,10 @@ pub(crate) struct Args {
     /// Architecture: tiny, v1, v2, v2_highres.
     #[arg(long)]
     model: Option<String>,
+    /// The U-Net in bfloat16, the head in float32 (upstream's `use_bfloat16`; also
+    /// `model.use_bfloat16` in a configuration file).
+    #[arg(long)]
+    bf16: bool,
     #[arg(long)]
     epochs: Option<usize>,
     #[arg(long)]
@@ -139,6 +143,7 @@ struct Train {
 #[serde(default, deny_unknown_fields)]
 struct Model {
     name: Option<String>,
+    use_bfloat16: Option<bool>,
 }
 
 fn read_config(path: &Path) -> Result<FileConfig, Box<dyn std::error::Error>> {
@@ -303,8 +308,11 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         ..defaults
     };
     let model_name = args.model.clone().or(file.model.name.clone()).unwrap_or_else(|| "tiny".into());
-    let model = SamudraConfig::named(&model_name)
-        .ok_or_else(|| format!("unknown model {model_name:?} (tiny, v1, v2, v2_highres)"))?;
+    let model = SamudraConfig {
+        use_bfloat16: args.bf16 || file.model.use_bfloat16.unwrap_or(false),
+        ..SamudraConfig::named(&model_name)
+            .ok_or_else(|| format!("unknown model {model_name:?} (tiny, v1, v2, v2_highres)"))?
+    };
     // On CUDA, the loaders stage batches in pinned host memory that cubecl DMAs without a copy.
     #[cfg(feature = "cuda")]
     let staging = if args.device == "cuda" { om4_burn::BufferPool::pinned(0)? } else { om4_burn::BufferPool::new() };

@@ -12,9 +12,9 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, InstanceNorm, InstanceNormConfig, PaddingConfig2d};
-use burn::tensor::module::{avg_pool2d, interpolate};
-use burn::tensor::ops::{AvgPoolOptions, InterpolateMode, InterpolateOptions};
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use burn::tensor::module::{avg_pool2d, conv2d, interpolate};
+use burn::tensor::ops::{AvgPoolOptions, ConvOptions, InterpolateMode, InterpolateOptions};
+use burn::tensor::{Bool, Device, FloatDType, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 /// Normalization inside blocks.
@@ -55,6 +55,10 @@ pub struct SamudraConfig {
     pub norm: NormKind,
     /// Upsampling.
     pub upsample: UpsampleKind,
+    /// The U-Net in bfloat16, the head in float32 (upstream's `use_bfloat16`, on in
+    /// `samudra_om4_v2_highres`; off by default): see [`Samudra::forward`].
+    #[serde(default)]
+    pub use_bfloat16: bool,
 }
 
 impl SamudraConfig {
@@ -67,6 +71,7 @@ impl SamudraConfig {
             kernel_size: 3,
             norm: NormKind::Batch,
             upsample: UpsampleKind::Bilinear,
+            use_bfloat16: false,
         }
     }
     /// `samudra_om4_v2`: widths [280, 380, 480, 520], expansion 2, batch norm, periodic upsampling.
@@ -103,7 +108,15 @@ impl SamudraConfig {
         let up = (0..3).map(|i| block(w[3 - i], w[2 - i], self.dilation[3 - i])).collect();
         let last = block(w[0], w[0], self.dilation[1]);
         let head = Conv2dConfig::new([w[0], outputs], [3, 3]).with_padding(PaddingConfig2d::Valid).init(device);
-        Samudra { down, middle, up, last, head, periodic_upsample: self.upsample == UpsampleKind::ZonallyPeriodic }
+        Samudra {
+            down,
+            middle,
+            up,
+            last,
+            head,
+            periodic_upsample: self.upsample == UpsampleKind::ZonallyPeriodic,
+            bf16: self.use_bfloat16,
+        }
     }
 }
 
@@ -193,6 +206,27 @@ pub fn batch_norm_train(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
     result.output
 }
 
+/// `conv` on `x`, or with `bf16` in bfloat16: input, weight and bias cast down as PyTorch's
+/// autocast does (the float32 weights stay the trained ones). Every convolution here is unpadded.
+fn convolve(conv: &Conv2d, x: Tensor<4>, bf16: bool) -> Tensor<4> {
+    if !bf16 {
+        return conv.forward(x);
+    }
+    let weight = conv.weight.val().cast(FloatDType::BF16);
+    let bias = conv.bias.as_ref().map(|b| b.val().cast(FloatDType::BF16));
+    conv2d(x.cast(FloatDType::BF16), weight, bias, ConvOptions::new(conv.stride, [0, 0], conv.dilation, conv.groups))
+}
+
+/// `norm` on `x`; a bfloat16 input is normalized in float32 and cast back (statistics
+/// accumulate in float32, as cuDNN's normalization does for half-precision inputs).
+fn normalize(norm: &Norm, x: Tensor<4>) -> Tensor<4> {
+    if x.dtype() == burn::tensor::DType::BF16 {
+        norm.forward(x.cast(FloatDType::F32)).cast(FloatDType::BF16)
+    } else {
+        norm.forward(x)
+    }
+}
+
 /// One ConvNeXt block.
 #[derive(Module, Debug)]
 pub struct ConvNextBlock {
@@ -222,15 +256,15 @@ impl ConvNextBlock {
         }
     }
 
-    /// `skip(x) + body(x)`.
-    pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+    /// `skip(x) + body(x)` (with `bf16`, convolutions in bfloat16; see [`Samudra::forward`]).
+    pub fn forward(&self, x: Tensor<4>, bf16: bool) -> Tensor<4> {
         let skip = match &self.skip {
-            Some(s) => s.forward(x.clone()),
+            Some(s) => convolve(s, x.clone(), bf16),
             None => x.clone(),
         };
-        let h = capped_gelu(self.norm1.forward(self.conv1.forward(pad_lonlat(x, self.pad))));
-        let h = capped_gelu(self.norm2.forward(self.conv2.forward(pad_lonlat(h, self.pad))));
-        skip + self.project.forward(h)
+        let h = capped_gelu(normalize(&self.norm1, convolve(&self.conv1, pad_lonlat(x, self.pad), bf16)));
+        let h = capped_gelu(normalize(&self.norm2, convolve(&self.conv2, pad_lonlat(h, self.pad), bf16)));
+        skip + convolve(&self.project, h, bf16)
     }
 }
 
@@ -243,6 +277,7 @@ pub struct Samudra {
     last: ConvNextBlock,
     head: Conv2d,
     periodic_upsample: bool,
+    bf16: bool,
 }
 
 impl Samudra {
@@ -281,21 +316,31 @@ impl Samudra {
     }
 
     /// Predicts `(B, outputs, Y, X)` from `(B, inputs, Y, X)`; cells where `land` is true are 0.
+    ///
+    /// With `use_bfloat16` the U-Net runs as under upstream's `autocast(dtype=bfloat16)`: the
+    /// input is cast to bfloat16, every convolution takes bfloat16 copies of its float32 weights,
+    /// activations, pooling, upsampling and skips stay in bfloat16, normalization is computed in
+    /// float32; the U-Net's output is cast to float32 for the head, as upstream's decoder runs
+    /// outside autocast. The prediction (and every gradient) is float32.
     pub fn forward(&self, x: Tensor<4>, land: Tensor<4, Bool>) -> Tensor<4> {
+        let bf16 = self.bf16;
         let mut skips = Vec::with_capacity(4);
-        let mut h = x;
+        let mut h = if bf16 { x.cast(FloatDType::BF16) } else { x };
         for block in &self.down {
-            h = block.forward(h);
+            h = block.forward(h, bf16);
             skips.push(h.clone());
             h = avg_pool2d(h, AvgPoolOptions::new([2, 2]));
         }
-        h = self.upsample(self.middle.forward(h));
+        h = self.upsample(self.middle.forward(h, bf16));
         h = Self::add_skip(h, skips[3].clone());
         for (i, block) in self.up.iter().enumerate() {
-            h = self.upsample(block.forward(h));
+            h = self.upsample(block.forward(h, bf16));
             h = Self::add_skip(h, skips[2 - i].clone());
         }
-        h = self.last.forward(h);
+        h = self.last.forward(h, bf16);
+        if bf16 {
+            h = h.cast(FloatDType::F32);
+        }
         let y = self.head.forward(pad_lonlat(h, 1));
         let shape = y.shape();
         y.mask_fill(land.expand(shape), 0.0)
