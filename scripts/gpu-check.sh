@@ -25,7 +25,9 @@
 #   e. upstream PyTorch Samudra's same v2 step on the same GPU, float32 and bf16 (scripts/gpu/torch_step.py);
 #   f. vulkan: not carried yet (a second binary does not fit beside the CUDA one).
 # A dry run of `run` without a GPU (the plumbing; GPU rows then fail as they should):
-#   OM4_GPU_CHECK_DEVICE=cpu OM4_GPU_CHECK_MODEL=tiny OM4_GPU_CHECK_GRID=2deg scripts/gpu-check.sh run
+#   OM4_GPU_CHECK_DEVICE=cpu OM4_GPU_CHECK_MODEL=tiny OM4_GPU_CHECK_GRID=2deg \
+#   OM4_GPU_CHECK_PYTHON=target/torch-venv/bin/python scripts/gpu-check.sh run
+# (a Python 3.12 with torch, e.g. a venv with torch==2.9.1 from PyPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 carry=target/gpu-carry
@@ -75,7 +77,8 @@ run() {
     xz -dc "$f" > "$work/bin/$(basename "$f" .xz)" && chmod +x "$work/bin/$(basename "$f" .xz)"
   done
   tar -xJf "$carry/samudra-src.tar.xz" -C "$work/src"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
+  python=${OM4_GPU_CHECK_PYTHON:-python3}
+  "$python" -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$carry"/wheels/*.whl
   export PYTHONPATH="$work/site" PYTHONUNBUFFERED=1
   # cubecl's NVPTX path needs libdevice from the CUDA install.
   for cuda in "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-13.0 /opt/cuda; do
@@ -131,7 +134,7 @@ run() {
   # e: upstream PyTorch's same step.
   for batch in 1 4; do
     for dtype in f32 bf16; do
-      if out=$(timeout 180 python3 scripts/gpu/torch_step.py --upstream-src "$work/src/src" --preset "$model" \
+      if out=$(timeout 180 "$python" scripts/gpu/torch_step.py --upstream-src "$work/src/src" --preset "$model" \
         --batch "$batch" --steps 4 --dtype "$dtype" --device "$torch_device" --grid "$torch_grid" \
         2> "$log/torch-b$batch-$dtype.txt"); then
         row "e. pytorch $model batch $batch $dtype" INFO "$out"
