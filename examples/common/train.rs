@@ -159,18 +159,52 @@ pub(crate) fn device(name: &str) -> Result<Device, String> {
         Some((b, i)) => (b, Some(i.parse::<usize>().map_err(|_| format!("device {name:?}: {i:?} is not an index"))?)),
         None => (name, None),
     };
-    match (backend, index) {
-        ("cpu" | "flex", None) => Ok(Device::flex()),
+    let device = match (backend, index) {
+        ("cpu" | "flex", None) => Device::flex(),
         #[cfg(feature = "cuda")]
-        ("cuda", i) => Ok(Device::cuda(i.unwrap_or(0))),
+        ("cuda", i) => Device::cuda(i.unwrap_or(0)),
         #[cfg(feature = "vulkan")]
-        ("vulkan", None) => Ok(Device::vulkan(burn::tensor::DeviceKind::DefaultDevice)),
+        ("vulkan", None) => Device::vulkan(burn::tensor::DeviceKind::DefaultDevice),
         #[cfg(feature = "vulkan")]
-        ("vulkan", Some(i)) => Ok(Device::vulkan(burn::tensor::DeviceKind::DiscreteGpu(i))),
-        _ => Err(format!(
-            "device {name:?} is not in this build: GPU backends need their cargo feature \
-             (`--features cuda` for --device cuda[:N], `--features vulkan` for --device vulkan[:N]); CPU: --device cpu"
-        )),
+        ("vulkan", Some(i)) => Device::vulkan(burn::tensor::DeviceKind::DiscreteGpu(i)),
+        _ => {
+            return Err(format!(
+                "device {name:?} is not in this build: GPU backends need their cargo feature \
+                 (`--features cuda` for --device cuda[:N], `--features vulkan` for --device vulkan[:N]); CPU: --device cpu"
+            ));
+        }
+    };
+    probe(name, device)
+}
+
+/// Uses `device` once, so that a missing driver or adapter (which the backends report by
+/// panicking on first use) is an error here, not a panic in the middle of training.
+fn probe(name: &str, device: Device) -> Result<Device, String> {
+    // The backend may panic on its own threads first; the first message says why.
+    let first = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let hook = std::panic::take_hook();
+    let record = std::sync::Arc::clone(&first);
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()));
+        if let (Ok(mut slot), Some(m)) = (record.lock(), message) {
+            slot.get_or_insert(m);
+        }
+    }));
+    let used = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        burn::tensor::Tensor::<1>::from_data([1.0f32, 2.0], &device).sum().into_scalar::<f32>()
+    }));
+    std::panic::set_hook(hook);
+    match used {
+        Ok(v) if v == 3.0 => Ok(device),
+        Ok(v) => Err(format!("device {name:?} computed 1 + 2 = {v}")),
+        Err(_) => {
+            let reason = first.lock().ok().and_then(|m| m.clone()).unwrap_or_else(|| "the backend panicked".into());
+            Err(format!("cannot use device {name:?}: {reason}"))
+        }
     }
 }
 
