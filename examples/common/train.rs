@@ -199,7 +199,7 @@ fn probe(name: &str, device: Device) -> Result<Device, String> {
     }));
     std::panic::set_hook(hook);
     match used {
-        Ok(v) if v == 3.0 => Ok(device),
+        Ok(3.0) => Ok(device),
         Ok(v) => Err(format!("device {name:?} computed 1 + 2 = {v}")),
         Err(_) => {
             let reason = first.lock().ok().and_then(|m| m.clone()).unwrap_or_else(|| "the backend panicked".into());
