@@ -15,7 +15,8 @@
 # device's image lacks (PyPI wheels for CPython 3.12). The carried folder and the working tree
 # must stay under a device run's 64 MiB (checked).
 #
-# `run` (about 6 minutes on an H200; each part has its own timeout):
+# `run` (at most OM4_GPU_CHECK_BUDGET = 480 s: each part has its own timeout, cut to what is left
+# of the budget; a part with no time left is a SKIP row):
 #   a. staging: pinned allocation, async copies, reuse only after the copy completed, pinned vs
 #      pageable GB/s; d. copy/compute overlap (both from tests/pinned.rs); pinned loader batches
 #      through Burn equal pageable ones (tests/cuda.rs);
@@ -79,9 +80,30 @@ row() {
   rows+=("$(printf '| %-34s | %-4s | %s |' "$1" "$2" "$3")")
   if [ "$2" = FAIL ]; then failed=1; fi
 }
+# A FAIL row, or SKIP when the part did not run for lack of time (status 125).
+fail() {
+  if [ "$2" = 125 ]; then row "$1" SKIP "no time left in the run's budget"; else row "$1" FAIL "$3"; fi
+}
+
+# Seconds for a part: its own limit, or what is left of the run's budget (OM4_GPU_CHECK_BUDGET,
+# default 480 s, inside the device's 10-minute command limit); 0 when too little is left.
+budget() {
+  local left=$((deadline - SECONDS))
+  if [ "$left" -lt 20 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+
+# Runs a part under `budget`; a part with no time left is a SKIP row instead.
+part() {
+  local limit
+  limit=$(budget "$1")
+  shift
+  if [ "$limit" = 0 ]; then return 125; fi
+  timeout "$limit" "$@"
+}
 
 run() {
   set +e
+  deadline=$((SECONDS + ${OM4_GPU_CHECK_BUDGET:-480}))
   work=/tmp/om4-gpu
   rm -rf "$work" && mkdir -p "$work/bin" "$work/src"
   for f in "$carry"/bin/*.xz; do
@@ -105,35 +127,35 @@ run() {
   mkdir -p "$log"
 
   # a + d: staging and overlap; pinned loader batches through Burn.
-  if timeout 120 "$work/bin/pinned" --nocapture --test-threads 1 > "$log/pinned.txt" 2>&1; then
+  if part 120 "$work/bin/pinned" --nocapture --test-threads 1 > "$log/pinned.txt" 2>&1; then
     row "a/d. pinned staging, overlap" PASS "$(grep -iE 'GB/s|overlap' "$log/pinned.txt" | tr '\n' ' ' | cut -c1-200)"
-  else row "a/d. pinned staging, overlap" FAIL "see pinned.txt: $(tail -3 "$log/pinned.txt" | tr '\n' ' ')"; fi
-  if timeout 120 "$work/bin/cuda" --nocapture --test-threads 1 > "$log/cuda-test.txt" 2>&1; then
+  else fail "a/d. pinned staging, overlap" "$?" "see pinned.txt: $(tail -3 "$log/pinned.txt" | tr '\n' ' ')"; fi
+  if part 120 "$work/bin/cuda" --nocapture --test-threads 1 > "$log/cuda-test.txt" 2>&1; then
     row "a. pinned loader batches via Burn" PASS "equal to pageable ones bit for bit"
-  else row "a. pinned loader batches via Burn" FAIL "$(tail -3 "$log/cuda-test.txt" | tr '\n' ' ')"; fi
+  else fail "a. pinned loader batches via Burn" "$?" "$(tail -3 "$log/cuda-test.txt" | tr '\n' ' ')"; fi
 
   # b: device preparation equals the host reference.
-  if timeout 300 "$work/bin/gpu_check" prepare --device "$dev" > "$log/prepare.txt" 2>&1; then
+  if part 300 "$work/bin/gpu_check" prepare --device "$dev" > "$log/prepare.txt" 2>&1; then
     row "b. prepare on $dev = host" PASS "$(tail -1 "$log/prepare.txt")"
-  else row "b. prepare on $dev = host" FAIL "$(tail -2 "$log/prepare.txt" | tr '\n' ' ')"; fi
+  else fail "b. prepare on $dev = host" "$?" "$(tail -2 "$log/prepare.txt" | tr '\n' ' ')"; fi
 
   # c: the demo on cuda and cpu, then v2 at 1°.
-  timeout 300 "$work/bin/gpu_check" train --device "$dev" --epochs 2 > "$log/demo-cuda.txt" 2>&1
-  timeout 300 "$work/bin/gpu_check" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
+  part 300 "$work/bin/gpu_check" train --device "$dev" --epochs 2 > "$log/demo-cuda.txt" 2>&1
+  part 300 "$work/bin/gpu_check" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
   losses() { grep -oE 'train loss [0-9.]+' "$1" | awk '{print $3}' | tr '\n' ' '; }
   gpu=$(losses "$log/demo-cuda.txt"); cpu=$(losses "$log/demo-cpu.txt")
   # Two epochs' train losses within 1e-3 relative of the CPU run's.
   close() { python3 -c "import sys; g,c=[list(map(float,a.split())) for a in sys.argv[1:]]; sys.exit(0 if len(g)==len(c)==2 and all(abs(x-y)<=1e-3*abs(y) for x,y in zip(g,c)) else 1)" "$1" "$2"; }
   if [ -n "$gpu" ] && close "$gpu" "$cpu"; then
     row "c. demo $dev vs cpu (2 epochs)" PASS "train loss $dev $gpu/ cpu $cpu(1e-3 rel.)"
-  else row "c. demo $dev vs cpu (2 epochs)" FAIL "$dev [$gpu] cpu [$cpu]: $(tail -2 "$log/demo-cuda.txt" | tr '\n' ' ')"; fi
-  "$work/bin/om4" synth "$work/1deg" --grid "$grid" --times 24 > "$log/synth.txt" 2>&1
+  else fail "c. demo $dev vs cpu (2 epochs)" "$?" "$dev [$gpu] cpu [$cpu]: $(tail -2 "$log/demo-cuda.txt" | tr '\n' ' ')"; fi
+  "$work/bin/om4" synth "$work/1deg" --grid "$grid" --times 20 > "$log/synth.txt" 2>&1
   for run in 1 4 "4 --bf16"; do
     batch=${run%% *} extra=${run#"$batch"}
     tag=${extra// /}
     (nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 || true) > "$log/mem-$batch.txt" 2>/dev/null &
     smi=$!
-    timeout 240 "$work/bin/gpu_check" train --device "$dev" --store "$work/1deg/OM4.zarr" --model "$model" --history 1 \
+    part 240 "$work/bin/gpu_check" train --device "$dev" --store "$work/1deg/OM4.zarr" --model "$model" --history 1 \
       --steps 4 --batch-size "$batch" --epochs 1 $extra > "$log/v2-b$batch$tag.txt" 2>&1
     status=$?
     kill "$smi" 2>/dev/null
@@ -141,32 +163,34 @@ run() {
     line=$(grep -E '^epoch' "$log/v2-b$batch$tag.txt" | tail -1)
     if [ "$status" = 0 ] && [ -n "$line" ]; then
       row "c. $model $grid steps 4 batch $batch$extra" INFO "${line#epoch   1: } peak ${peak} MiB"
-    else row "c. $model $grid steps 4 batch $batch$extra" FAIL "exit $status: $(tail -2 "$log/v2-b$batch$tag.txt" | tr '\n' ' ')"; fi
+    else fail "c. $model $grid steps 4 batch $batch$extra" "$status" "exit $status: $(tail -2 "$log/v2-b$batch$tag.txt" | tr '\n' ' ')"; fi
   done
 
   # e: upstream PyTorch's same step.
   for batch in 1 4; do
     for dtype in f32 bf16; do
-      out=$(timeout 180 "$python" scripts/gpu/torch_step.py --upstream-src "$work/src/src" --preset "$model" \
+      out=$(part 180 "$python" scripts/gpu/torch_step.py --upstream-src "$work/src/src" --preset "$model" \
         --batch "$batch" --steps 4 --dtype "$dtype" --device "$torch_device" --grid "$torch_grid" \
         --repeats "${OM4_GPU_CHECK_REPEATS:-10}" 2> "$log/torch-b$batch-$dtype.txt")
       status=$?
       if [ "$status" = 0 ]; then row "e. pytorch $model batch $batch $dtype" INFO "$out"
-      else row "e. pytorch $model batch $batch $dtype" FAIL "exit $status: $(tail -2 "$log/torch-b$batch-$dtype.txt" | tr '\n' ' ')"; fi
+      else fail "e. pytorch $model batch $batch $dtype" "$status" "exit $status: $(tail -2 "$log/torch-b$batch-$dtype.txt" | tr '\n' ' ')"; fi
     done
   done
   # f: the Vulkan build trains the demo (the loader from the carried Debian package).
-  for f in "$carry"/gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
+  if [ "$dev" != cpu ]; then
+    for f in "$carry"/gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  fi
   if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   fi
   vdev=vulkan
   if [ "$dev" = cpu ]; then vdev=cpu; fi
-  if timeout 240 "$work/bin/gpu_check_vulkan" train --device "$vdev" --epochs 2 > "$log/demo-vulkan.txt" 2>&1 &&
+  if part 240 "$work/bin/gpu_check_vulkan" train --device "$vdev" --epochs 2 > "$log/demo-vulkan.txt" 2>&1 &&
     vk=$(losses "$log/demo-vulkan.txt") && close "$vk" "$cpu"; then
     row "f. demo on $vdev (vulkan build)" PASS "train loss $vk/ cpu $cpu(1e-3 rel.)"
-  else row "f. demo on $vdev (vulkan build)" FAIL "$(tail -2 "$log/demo-vulkan.txt" | tr '\n' ' ')"; fi
+  else fail "f. demo on $vdev (vulkan build)" "$?" "$(tail -2 "$log/demo-vulkan.txt" | tr '\n' ' ')"; fi
 
   echo
   echo "| check | result | measured |"
