@@ -7,7 +7,7 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
-use om4_batch::{Roles, SampleSpace, Schedule, WindowSpec};
+use om4_batch::{Roles, SampleSpace, WindowSpec};
 use om4_burn::{Loader, ModelBatch};
 use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, Om4Source};
 
@@ -176,7 +176,7 @@ impl<S: BatchSource> Trainer<S> {
     ) -> Result<Loader<S>> {
         let spec = WindowSpec::new(config.hist, steps, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
-        let schedule: Schedule = parallel.schedule(config.batch_size, config.rand_seed, false)?;
+        let schedule = parallel.schedule(config.batch_size, config.rand_seed, false)?;
         Ok(Loader::new(Arc::clone(source), space, schedule, config.loading, device.clone())
             .with_buffers(staging.clone()))
     }
@@ -204,10 +204,18 @@ impl<S: BatchSource> Trainer<S> {
     /// broadcasts them). Rank 0 alone writes checkpoints.
     ///
     /// # Errors
-    /// [`Error::Config`] for an emulated world of 0 ranks; planning errors.
+    /// [`Error::Config`] for an emulated world of 0 ranks, or after an epoch or a resume;
+    /// planning errors.
     pub fn data_parallel(&mut self, parallel: DataParallel) -> Result<()> {
         if parallel.world_size() == 0 {
             return Err(Error::Config { field: "world_size", reason: "must be at least 1".into() });
+        }
+        if self.next_epoch != 1 || self.ema.updates != 0 {
+            return Err(Error::Config {
+                field: "data_parallel",
+                reason: "set before the first epoch and before resume (it starts every rank from rank 0's weights)"
+                    .into(),
+            });
         }
         self.train = Self::train_loader(
             &self.config,

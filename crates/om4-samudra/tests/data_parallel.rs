@@ -169,4 +169,8 @@ fn checkpoints_name_their_world_size_and_only_rank_0_writes() {
     assert_eq!(same.next_epoch(), 2);
 
     assert!(same.data_parallel(DataParallel::Emulate { world_size: 0 }).is_err());
+    // After a resume (or an epoch) it is refused: it would restart every rank from rank 0's
+    // initial weights.
+    let err = same.data_parallel(DataParallel::Emulate { world_size: WORLD }).unwrap_err().to_string();
+    assert!(err.contains("before the first epoch"), "{err}");
 }
