@@ -109,7 +109,7 @@ fn bfloat16_unet_stays_close_to_float32_and_trains_float32_weights() {
     // bfloat16 keeps 8 significant bits (relative step 2^-8 = 3.9e-3): visibly different, still close.
     assert!(err > 1e-5, "the bfloat16 path did not change the arithmetic ({err:e})");
     // Upstream under autocast(bfloat16) deviates 1.5e-2..2.0e-2 on the same network and grid
-    // (tests/data/upstream/check_bf16_deviation.py); om4 measured 1.4e-2..1.7e-2.
+    // (tests/data/upstream/check_bf16_deviation.py); om4 measured 1.40e-2..1.75e-2 (four runs).
     assert!(err < 4e-2, "bfloat16 deviates too far ({err:e})");
     // Gradients reach the float32 weights.
     let grads = out.powi_scalar(2).mean().backward();
