@@ -72,7 +72,7 @@ mod zarr;
 
 pub use channels::{Channel, ChannelSet};
 pub use error::{BoxError, Error, Result};
-pub use location::{RequestOptions, S3Location, StoreLocation};
+pub use location::{RequestCounts, RequestOptions, S3Location, StoreLocation};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
 pub use pool::ReadPool;
 pub use read::Reader;

@@ -53,7 +53,8 @@ pub struct S3Location {
     pub requests: RequestOptions,
 }
 
-/// Timeouts and retries of object-storage requests. Every field left `None` takes om4's default.
+/// Timeouts, retries and concurrency of object-storage requests. Every field left `None` takes
+/// om4's default.
 ///
 /// A request that fails with a 5xx status, a connection reset or a timeout is retried with
 /// exponential backoff (100 ms, doubling, at most 5 s between tries) until `max_retries` retries
@@ -74,6 +75,11 @@ pub struct RequestOptions {
     /// No retry starts later than this after the first try (default 60 s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_window_s: Option<f64>,
+    /// Requests in flight at most while one read fetches its chunks (default
+    /// [`DEFAULT_CONCURRENCY`](Self::DEFAULT_CONCURRENCY)); set apart from the read pool's decode
+    /// threads. Latency is hidden when this is at least the requests a read needs per round trip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
 }
 
 impl RequestOptions {
@@ -85,9 +91,48 @@ impl RequestOptions {
     pub const DEFAULT_MAX_RETRIES: usize = 5;
     /// Default retry window, seconds.
     pub const DEFAULT_RETRY_WINDOW_S: f64 = 60.0;
+    /// Default requests in flight per read.
+    pub const DEFAULT_CONCURRENCY: usize = 64;
+    /// The most requests in flight per read.
+    pub const MAX_CONCURRENCY: usize = 4096;
 
     fn is_default(&self) -> bool {
         *self == Self::default()
+    }
+}
+
+/// Requests a remote store has sent, counted since it was opened (retries inside one request are
+/// not counted again).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// GET requests, whole objects and byte ranges.
+    pub gets: u64,
+    /// HEAD requests (object sizes).
+    pub heads: u64,
+    /// LIST requests (one per listing call; a long listing may take several pages).
+    pub lists: u64,
+    /// Bytes received in GET answers.
+    pub bytes: u64,
+    /// Fetch rounds of plane reads: the requests of one round go out together, so each round
+    /// costs about one round trip.
+    pub rounds: u64,
+}
+
+impl RequestCounts {
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.gets + self.heads + self.lists
+    }
+
+    /// The requests made between `earlier` and `self`.
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            gets: self.gets - earlier.gets,
+            heads: self.heads - earlier.heads,
+            lists: self.lists - earlier.lists,
+            bytes: self.bytes - earlier.bytes,
+            rounds: self.rounds - earlier.rounds,
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! Reading planes into caller buffers: one task per (time, run of channels in one array),
 //! fanned out over the read pool, each decoding straight into its part of the output.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
-use crate::channels::{ChannelSet, RunSpec};
-use crate::error::{Error, Result};
+use crate::channels::{ChannelSet, OpenArray, RunSpec};
+use crate::error::{BoxError, Error, Result};
 use crate::pool::ReadPool;
 use crate::store::{Om4Store, Selection};
 use crate::zarr::{self, Axes};
@@ -122,22 +124,84 @@ impl Om4Store {
         let (ny, nx) = (set.grid.y as u64, set.grid.x as u64);
         let _span =
             tracing::debug_span!("om4_read", planes = positions.len() * set.len(), tasks = tasks.len()).entered();
-        pool.install(|| {
-            tasks.par_iter().zip(slices.into_par_iter()).try_for_each(|(&(row, r), dest)| {
-                let a = &set.arrays[r.array];
-                let levels = r.levels.clone();
-                let result = match &a.direct {
-                    Some(direct) => direct.read_planes(row, levels.clone(), dest),
-                    None => zarr::read_planes_into(&a.array, a.axes, row, levels.clone(), dest, ny, nx),
-                };
-                result.map_err(|source| Error::Read {
-                    store: self.root.clone(),
-                    array: a.name.clone(),
-                    row,
-                    level: if a.axes == Axes::TimeYX { String::new() } else { format!(", levels {levels:?}") },
-                    source,
-                })
-            })
-        })
+        let decode = |&(row, r): &(u64, &RunSpec), dest: &mut [f32]| {
+            let a = &set.arrays[r.array];
+            let levels = r.levels.clone();
+            let result = match &a.direct {
+                Some(direct) => direct.read_planes(row, levels.clone(), dest),
+                None => zarr::read_planes_into(&a.array, a.axes, row, levels.clone(), dest, ny, nx),
+            };
+            result.map_err(|source| self.read_error(a, row, &levels, source))
+        };
+        #[cfg(feature = "s3")]
+        if let Some(remote) = self.fs.remote() {
+            return self.read_prefetched(remote, pool, set, &tasks, slices, decode);
+        }
+        pool.install(|| tasks.par_iter().zip(slices.into_par_iter()).try_for_each(|(t, dest)| decode(t, dest)))
+    }
+
+    fn read_error(&self, a: &OpenArray, row: u64, levels: &Range<u64>, source: BoxError) -> Error {
+        Error::Read {
+            store: self.root.clone(),
+            array: a.name.clone(),
+            row,
+            level: if a.axes == Axes::TimeYX { String::new() } else { format!(", levels {levels:?}") },
+            source,
+        }
+    }
+
+    /// The remote read: tasks in waves of `4 × concurrency`; in each wave, every waiting task
+    /// tries to decode on the pool, then the requests they lacked are fetched together, until all
+    /// are decoded (see `remote`'s module docs). Only a wave's compressed chunks are held at once.
+    #[cfg(feature = "s3")]
+    fn read_prefetched(
+        &self,
+        remote: &crate::remote::Remote,
+        pool: &ReadPool,
+        set: &ChannelSet,
+        tasks: &[(u64, &RunSpec)],
+        mut slices: Vec<&mut [f32]>,
+        decode: impl Fn(&(u64, &RunSpec), &mut [f32]) -> Result<()> + Sync,
+    ) -> Result<()> {
+        /// Fetch rounds one wave may take: a sharded chunk takes two (index, then inner chunk).
+        const MAX_ROUNDS: usize = 8;
+        let wave = 4 * remote.concurrency();
+        for (w, (tasks, slices)) in tasks.chunks(wave).zip(slices.chunks_mut(wave)).enumerate() {
+            let prefetch = remote.prefetch();
+            let mut done = vec![false; tasks.len()];
+            for round in 0.. {
+                pool.install(|| {
+                    tasks.par_iter().zip(slices.par_iter_mut()).zip(done.par_iter_mut()).enumerate().try_for_each(
+                        |(i, ((task, dest), done))| {
+                            if *done {
+                                return Ok(());
+                            }
+                            let (result, waited) = prefetch.attempt(i, || decode(task, dest));
+                            if !waited {
+                                result?;
+                                *done = true;
+                            }
+                            Ok(())
+                        },
+                    )
+                })?;
+                if prefetch.pending() == 0 {
+                    break;
+                }
+                if round == MAX_ROUNDS {
+                    let (row, r) = tasks[done.iter().position(|d| !d).unwrap_or(0)];
+                    let reason = format!("still waiting for requests after {MAX_ROUNDS} rounds of fetches");
+                    return Err(self.read_error(&set.arrays[r.array], row, &r.levels, reason.into()));
+                }
+                let _fetch =
+                    tracing::debug_span!("om4_fetch", wave = w, round, requests = prefetch.pending()).entered();
+                remote.fetch_pending(&prefetch).map_err(|(tag, e)| {
+                    let (row, r) = tasks[tag.min(tasks.len() - 1)];
+                    self.read_error(&set.arrays[r.array], row, &r.levels, e.into())
+                })?;
+            }
+            debug_assert!(done.iter().all(|d| *d));
+        }
+        Ok(())
     }
 }

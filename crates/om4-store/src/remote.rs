@@ -1,42 +1,163 @@
-//! Stores on object storage (feature `s3`): an `object_store` S3 client under zarrs'
-//! `object_store` adapter (`zarrs_object_store`), driven from om4's synchronous read pool.
+//! Stores on object storage (feature `s3`): an `object_store` S3 client, read by zarrs through
+//! om4's own synchronous storage adapter.
 //!
-//! [`Remote`] is the synchronous zarrs storage om4 reads through. Each call blocks its read-pool
-//! thread on a small tokio runtime owned by the store, so as many requests are in flight as
-//! read-pool threads wait on them. A whole-object `get` is one GET request (zarrs' own
-//! async-to-sync adapter would make it a HEAD and a ranged GET), and a byte-range read (a shard's
-//! index, an inner chunk) is one ranged GET per range, suffix ranges included, without the HEAD
-//! that `zarrs_object_store` sends first to learn the size. A 404 is `None`, which zarrs reads as
-//! the fill value; any other failure is an error naming the object's URL, with `object_store`'s
-//! message (HTTP status, retries made).
+//! Two ways a request reaches the server:
+//!
+//! * **Directly**, for metadata and coordinates: the calling thread blocks on the store's small
+//!   tokio runtime until the answer is in. A whole-object `get` is one GET (zarrs' own
+//!   async-to-sync adapter would make it a HEAD and a ranged GET), a byte range (a shard's index,
+//!   an inner chunk) is one ranged GET, suffix ranges included, without a HEAD first.
+//! * **Prefetched**, for plane reads ([`Prefetch`]): zarrs decodes each task on a read-pool
+//!   thread against the requests fetched so far; a request it lacks is recorded and the attempt
+//!   stops at once. The recorded requests of all tasks are then fetched together, up to
+//!   `RequestOptions::concurrency` in flight on the runtime, and the waiting tasks decode again.
+//!   So request concurrency is set apart from the decode threads, and zarrs alone decides which
+//!   requests a read needs: a plain chunk takes one round, a sharded v3 chunk two (its shard's
+//!   index, then the inner chunk's byte range), and shard indexes stay cached for the store's
+//!   lifetime so later reads in the same shard take one.
+//!
+//! A 404 is "missing", which zarrs reads as the fill value; any other failure is an error naming
+//! the object's URL, with `object_store`'s message (HTTP status, retries made).
 
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::prefix::PrefixStore;
-use object_store::{BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig};
 use zarrs_object_store::AsyncObjectStore;
-use zarrs_storage::byte_range::ByteRange;
-use zarrs_storage::byte_range::ByteRangeIterator;
+use zarrs_storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs_storage::{
-    AsyncListableStorageTraits, AsyncReadableStorageTraits, ListableStorageTraits, MaybeBytes, MaybeBytesIterator,
-    ReadableStorageTraits, StorageError, StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix,
+    AsyncListableStorageTraits, Bytes, ListableStorageTraits, MaybeBytes, MaybeBytesIterator, ReadableStorageTraits,
+    StorageError, StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix,
 };
 
 use crate::error::BoxError;
-use crate::location::{RequestOptions, S3Location};
+use crate::location::{RequestCounts, RequestOptions, S3Location};
 
 type Client = Arc<PrefixStore<object_store::aws::AmazonS3>>;
 
+/// Shard indexes kept per store, in bytes, before the cache starts again empty.
+const INDEX_CACHE_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Default)]
+struct Counters {
+    gets: AtomicU64,
+    heads: AtomicU64,
+    lists: AtomicU64,
+    bytes: AtomicU64,
+    rounds: AtomicU64,
+}
+
+/// One request as zarrs asks for it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Part {
+    Whole(String),
+    Range(String, Span),
+    Size(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Span {
+    From(u64, Option<u64>),
+    Suffix(u64),
+}
+
+impl From<ByteRange> for Span {
+    fn from(r: ByteRange) -> Self {
+        match r {
+            ByteRange::FromStart(start, len) => Self::From(start, len),
+            ByteRange::Suffix(len) => Self::Suffix(len),
+        }
+    }
+}
+
+impl Part {
+    fn key(&self) -> &str {
+        match self {
+            Self::Whole(k) | Self::Range(k, _) | Self::Size(k) => k,
+        }
+    }
+}
+
+/// An answer: bytes, a size, or "no such object" (404).
+#[derive(Debug, Clone)]
+enum Fetched {
+    Bytes(Bytes),
+    Size(u64),
+    Missing,
+}
+
+/// The requests of one read, fetched ahead of decoding (see the module docs). Made by
+/// [`Remote::prefetch`]; dropped with everything it holds when the read is done.
+pub(crate) struct Prefetch {
+    owner: usize,
+    cache: Mutex<HashMap<Part, Fetched>>,
+    /// Requests recorded by waiting attempts, each with the tag of the first task that asked.
+    pending: Mutex<HashMap<Part, usize>>,
+}
+
+thread_local! {
+    /// The attempts running on this thread, innermost last (a rayon thread may run another task
+    /// inside one that waits on a join), each with its tag and whether it recorded a request.
+    static ATTEMPTS: RefCell<Vec<(Arc<Prefetch>, usize, bool)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Prefetch {
+    /// Runs `f` (one task's decode) as an attempt tagged `tag`. Returns `f`'s result and whether
+    /// the attempt recorded a request it lacked: then the result is to be thrown away and the
+    /// task tried again after [`Remote::fetch_pending`].
+    pub(crate) fn attempt<R>(self: &Arc<Self>, tag: usize, f: impl FnOnce() -> R) -> (R, bool) {
+        struct Pop;
+        impl Drop for Pop {
+            fn drop(&mut self) {
+                ATTEMPTS.with(|a| a.borrow_mut().pop());
+            }
+        }
+        ATTEMPTS.with(|a| a.borrow_mut().push((Arc::clone(self), tag, false)));
+        let pop = Pop;
+        let result = f();
+        let waited = ATTEMPTS.with(|a| a.borrow().last().is_some_and(|(_, _, waited)| *waited));
+        drop(pop);
+        (result, waited)
+    }
+
+    /// Requests waiting to be fetched.
+    pub(crate) fn pending(&self) -> usize {
+        lock(&self.pending).len()
+    }
+}
+
+/// What a lookup in the running attempt found.
+enum Lookup {
+    /// No attempt of this store runs on this thread: fetch directly.
+    Direct,
+    /// Every part is in the prefetched answers.
+    Hit(Vec<Fetched>),
+    /// Some part was missing; it is recorded and the attempt must stop.
+    Wait,
+}
+
 /// A remote store as synchronous zarrs storage.
 pub(crate) struct Remote {
-    inner: AsyncObjectStore<Client>,
-    /// The same client, for ranged reads without a HEAD request.
+    /// The same client through zarrs' adapter, for listings.
+    lister: AsyncObjectStore<Client>,
     client: Client,
     runtime: tokio::runtime::Runtime,
     /// `s3://bucket/path`, to name objects in errors.
     url: String,
+    concurrency: usize,
+    counters: Counters,
+    /// Shard indexes (suffix ranges) read so far, and their bytes.
+    indexes: Mutex<(HashMap<Part, Bytes>, usize)>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -58,6 +179,15 @@ impl Remote {
         // reqwest's rustls is built without a bundled provider: use ring's, unless the process
         // installed one already (then that one is used).
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let opts: &RequestOptions = &loc.requests;
+        let concurrency = opts.concurrency.unwrap_or(RequestOptions::DEFAULT_CONCURRENCY);
+        if !(1..=RequestOptions::MAX_CONCURRENCY).contains(&concurrency) {
+            return Err(format!(
+                "concurrency (requests in flight) must be between 1 and {}, not {concurrency}",
+                RequestOptions::MAX_CONCURRENCY
+            )
+            .into());
+        }
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(&loc.bucket);
         let env_endpoint = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")).ok();
         let endpoint = loc.endpoint_url.clone().or(env_endpoint);
@@ -72,7 +202,6 @@ impl Remote {
         }
         let allow_http = endpoint.as_deref().is_some_and(|u| u.starts_with("http://"))
             || std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-        let opts: &RequestOptions = &loc.requests;
         let client = ClientOptions::new()
             .with_allow_http(allow_http)
             .with_timeout(seconds(opts.timeout_s, RequestOptions::DEFAULT_TIMEOUT_S, "timeout_s")?)
@@ -80,7 +209,8 @@ impl Remote {
                 opts.connect_timeout_s,
                 RequestOptions::DEFAULT_CONNECT_TIMEOUT_S,
                 "connect_timeout_s",
-            )?);
+            )?)
+            .with_pool_max_idle_per_host(concurrency);
         let retry = RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: Duration::from_millis(100),
@@ -92,17 +222,71 @@ impl Remote {
         };
         let s3 = builder.with_client_options(client).with_retry(retry).build()?;
         let client = Arc::new(PrefixStore::new(s3, loc.path.as_str()));
-        let inner = AsyncObjectStore::new(Arc::clone(&client));
+        let lister = AsyncObjectStore::new(Arc::clone(&client));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("om4-object-store")
             .enable_all()
             .build()?;
-        Ok(Self { inner, client, runtime, url: loc.to_string() })
+        Ok(Self {
+            lister,
+            client,
+            runtime,
+            url: loc.to_string(),
+            concurrency,
+            counters: Counters::default(),
+            indexes: Mutex::new((HashMap::new(), 0)),
+        })
     }
 
-    fn named(&self, key: &str, e: StorageError) -> StorageError {
-        StorageError::Other(format!("{}/{key}: {e}", self.url))
+    /// Requests in flight at most while a read's requests are fetched.
+    pub(crate) fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Requests sent so far.
+    pub(crate) fn counts(&self) -> RequestCounts {
+        let c = &self.counters;
+        RequestCounts {
+            gets: c.gets.load(Ordering::Relaxed),
+            heads: c.heads.load(Ordering::Relaxed),
+            lists: c.lists.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            rounds: c.rounds.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A new, empty set of prefetched requests for one read.
+    pub(crate) fn prefetch(&self) -> Arc<Prefetch> {
+        Arc::new(Prefetch {
+            owner: self as *const Self as usize,
+            cache: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Fetches every request `prefetch`'s attempts recorded, `concurrency` at a time, into its
+    /// answers. On a failure the requests still in flight are dropped and the error names the
+    /// object, with the tag of the first task that asked for it.
+    pub(crate) fn fetch_pending(&self, prefetch: &Prefetch) -> Result<(), (usize, StorageError)> {
+        let parts: Vec<(Part, usize)> = lock(&prefetch.pending).drain().collect();
+        self.counters.rounds.fetch_add(1, Ordering::Relaxed);
+        let fetches = futures::stream::iter(parts)
+            .map(|(part, tag)| async move {
+                match self.fetch(&part).await {
+                    Ok(answer) => Ok((part, answer)),
+                    Err(e) => Err((tag, self.named(part.key(), e))),
+                }
+            })
+            .buffer_unordered(self.concurrency)
+            .try_collect::<Vec<_>>();
+        let answers = self.block_on(fetches).map_err(|e| (0, e))??;
+        lock(&prefetch.cache).extend(answers);
+        Ok(())
+    }
+
+    fn named(&self, key: &str, e: impl std::error::Error) -> StorageError {
+        StorageError::Other(format!("{}/{key}: {}", self.url, chain(&e)))
     }
 
     /// Runs a request to completion on the store's runtime, from a thread outside any runtime.
@@ -116,11 +300,130 @@ impl Remote {
         }
         Ok(self.runtime.block_on(future))
     }
+
+    /// Sends one request.
+    async fn fetch(&self, part: &Part) -> Result<Fetched, object_store::Error> {
+        let path = object_store::path::Path::from(part.key());
+        let result = match part {
+            Part::Size(_) => {
+                self.counters.heads.fetch_add(1, Ordering::Relaxed);
+                self.client.head(&path).await.map(|meta| Fetched::Size(meta.size))
+            }
+            Part::Whole(_) | Part::Range(..) => {
+                let range = match part {
+                    Part::Range(_, Span::From(start, Some(len))) => Some(GetRange::Bounded(*start..start + len)),
+                    Part::Range(_, Span::From(start, None)) => Some(GetRange::Offset(*start)),
+                    Part::Range(_, Span::Suffix(len)) => Some(GetRange::Suffix(*len)),
+                    _ => None,
+                };
+                self.counters.gets.fetch_add(1, Ordering::Relaxed);
+                let options = GetOptions { range, ..GetOptions::default() };
+                match self.client.get_opts(&path, options).await {
+                    Ok(answer) => answer.bytes().await.map(Fetched::Bytes),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match result {
+            Ok(Fetched::Bytes(bytes)) => {
+                self.counters.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                if let Part::Range(_, span @ (Span::From(_, Some(len)) | Span::Suffix(len))) = part
+                    && bytes.len() as u64 != *len
+                {
+                    return Err(object_store::Error::Generic {
+                        store: "S3",
+                        source: format!("range {span:?} returned {} bytes, not {len}", bytes.len()).into(),
+                    });
+                }
+                if let Part::Range(_, Span::Suffix(_)) = part {
+                    let mut indexes = lock(&self.indexes);
+                    if indexes.1 + bytes.len() > INDEX_CACHE_BYTES {
+                        *indexes = (HashMap::new(), 0);
+                    }
+                    indexes.1 += bytes.len();
+                    indexes.0.insert(part.clone(), bytes.clone());
+                }
+                Ok(Fetched::Bytes(bytes))
+            }
+            Ok(other) => Ok(other),
+            Err(object_store::Error::NotFound { .. }) => Ok(Fetched::Missing),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Answers for `parts`: from the shard-index cache, the running attempt's prefetched answers,
+    /// or (no attempt of this store on this thread) `Direct`.
+    fn lookup(&self, parts: &[Part]) -> Lookup {
+        let cached: Vec<Option<Fetched>> = {
+            let indexes = lock(&self.indexes);
+            parts.iter().map(|p| indexes.0.get(p).cloned().map(Fetched::Bytes)).collect()
+        };
+        if cached.iter().all(Option::is_some) {
+            return Lookup::Hit(cached.into_iter().flatten().collect());
+        }
+        let me = self as *const Self as usize;
+        ATTEMPTS.with(|attempts| {
+            let mut attempts = attempts.borrow_mut();
+            let Some((prefetch, tag, waited)) = attempts.last_mut().filter(|(p, ..)| p.owner == me) else {
+                return Lookup::Direct;
+            };
+            let answers = lock(&prefetch.cache);
+            let found: Vec<Option<Fetched>> =
+                parts.iter().zip(cached).map(|(p, cached)| cached.or_else(|| answers.get(p).cloned())).collect();
+            if found.iter().all(Option::is_some) {
+                return Lookup::Hit(found.into_iter().flatten().collect());
+            }
+            drop(answers);
+            let mut pending = lock(&prefetch.pending);
+            for (p, _) in parts.iter().zip(&found).filter(|(_, f)| f.is_none()) {
+                pending.entry(p.clone()).or_insert(*tag);
+            }
+            *waited = true;
+            Lookup::Wait
+        })
+    }
+
+    /// Answers for `parts`, prefetched or fetched now.
+    fn answers(&self, parts: Vec<Part>) -> Result<Vec<Fetched>, StorageError> {
+        match self.lookup(&parts) {
+            Lookup::Hit(found) => Ok(found),
+            Lookup::Wait => Err(StorageError::Other("waiting for prefetched requests".into())),
+            Lookup::Direct => {
+                let fetches = futures::future::join_all(parts.iter().map(|p| self.fetch(p)));
+                let results = self.block_on(fetches)?;
+                parts.iter().zip(results).map(|(p, r)| r.map_err(|e| self.named(p.key(), e))).collect()
+            }
+        }
+    }
+}
+
+/// An error's message with its sources' (a timeout hides under "error sending request"), each
+/// once.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+fn unexpected(key: &StoreKey, what: &str) -> StorageError {
+    StorageError::Other(format!("{key}: unexpected answer to a {what} request"))
 }
 
 impl ReadableStorageTraits for Remote {
     fn get(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
-        self.block_on(self.inner.get(key))?.map_err(|e| self.named(key.as_str(), e))
+        match self.answers(vec![Part::Whole(key.as_str().to_string())])?.pop() {
+            Some(Fetched::Bytes(bytes)) => Ok(Some(bytes)),
+            Some(Fetched::Missing) => Ok(None),
+            _ => Err(unexpected(key, "GET")),
+        }
     }
 
     fn get_partial_many<'a>(
@@ -128,39 +431,24 @@ impl ReadableStorageTraits for Remote {
         key: &StoreKey,
         byte_ranges: ByteRangeIterator<'a>,
     ) -> Result<MaybeBytesIterator<'a>, StorageError> {
-        let path = object_store::path::Path::from(key.as_str());
-        let ranges: Vec<(GetRange, Option<u64>)> = byte_ranges
-            .map(|r| match r {
-                ByteRange::FromStart(start, Some(len)) => (GetRange::Bounded(start..start + len), Some(len)),
-                ByteRange::FromStart(start, None) => (GetRange::Offset(start), None),
-                ByteRange::Suffix(len) => (GetRange::Suffix(len), Some(len)),
-            })
-            .collect();
-        let fetch = |range: GetRange| {
-            let options = GetOptions { range: Some(range), ..GetOptions::default() };
-            let path = &path;
-            async move { self.client.get_opts(path, options).await?.bytes().await }
-        };
-        let parts = self.block_on(futures::future::try_join_all(ranges.iter().map(|(r, _)| fetch(r.clone()))))?;
-        let parts = match parts {
-            Ok(parts) => parts,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(self.named(key.as_str(), StorageError::Other(e.to_string()))),
-        };
-        let mut checked = Vec::with_capacity(parts.len());
-        for (bytes, (range, len)) in parts.into_iter().zip(&ranges) {
-            if len.is_some_and(|len| len != bytes.len() as u64) {
-                let got = bytes.len();
-                let e = StorageError::Other(format!("range {range} returned {got} bytes, not {}", len.unwrap_or(0)));
-                return Err(self.named(key.as_str(), e));
+        let parts: Vec<Part> = byte_ranges.map(|r| Part::Range(key.as_str().to_string(), r.into())).collect();
+        let mut out = Vec::with_capacity(parts.len());
+        for answer in self.answers(parts)? {
+            match answer {
+                Fetched::Bytes(bytes) => out.push(Ok(bytes)),
+                Fetched::Missing => return Ok(None),
+                Fetched::Size(_) => return Err(unexpected(key, "ranged GET")),
             }
-            checked.push(Ok(bytes));
         }
-        Ok(Some(Box::new(checked.into_iter())))
+        Ok(Some(Box::new(out.into_iter())))
     }
 
     fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
-        self.block_on(self.inner.size_key(key))?.map_err(|e| self.named(key.as_str(), e))
+        match self.answers(vec![Part::Size(key.as_str().to_string())])?.pop() {
+            Some(Fetched::Size(size)) => Ok(Some(size)),
+            Some(Fetched::Missing) => Ok(None),
+            _ => Err(unexpected(key, "HEAD")),
+        }
     }
 
     fn supports_get_partial(&self) -> bool {
@@ -170,18 +458,22 @@ impl ReadableStorageTraits for Remote {
 
 impl ListableStorageTraits for Remote {
     fn list(&self) -> Result<StoreKeys, StorageError> {
-        self.block_on(self.inner.list())?.map_err(|e| self.named("", e))
+        self.counters.lists.fetch_add(1, Ordering::Relaxed);
+        self.block_on(self.lister.list())?.map_err(|e| self.named("", e))
     }
 
     fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
-        self.block_on(self.inner.list_prefix(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
+        self.counters.lists.fetch_add(1, Ordering::Relaxed);
+        self.block_on(self.lister.list_prefix(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
-        self.block_on(self.inner.list_dir(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
+        self.counters.lists.fetch_add(1, Ordering::Relaxed);
+        self.block_on(self.lister.list_dir(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
     }
 
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
-        self.block_on(self.inner.size_prefix(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
+        self.counters.lists.fetch_add(1, Ordering::Relaxed);
+        self.block_on(self.lister.size_prefix(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
     }
 }

@@ -168,6 +168,16 @@ impl Om4Store {
         &self.location
     }
 
+    /// Requests sent to a remote store since it was opened (opening included); `None` for a local
+    /// store. Differences of two readings count the requests of the reads between them.
+    pub fn request_counts(&self) -> Option<crate::location::RequestCounts> {
+        #[cfg(feature = "s3")]
+        if let Some(remote) = self.fs.remote() {
+            return Some(remote.counts());
+        }
+        None
+    }
+
     /// Metadata of every array.
     pub fn arrays(&self) -> &BTreeMap<String, ArrayInfo> {
         &self.arrays

@@ -62,6 +62,9 @@ pub(crate) struct Store {
     storage: Arc<dyn ReadableListableStorageTraits>,
     /// `s3://bucket/path` or the directory, to name keys in messages.
     name: String,
+    /// The same storage when it is remote: reads prefetch through it.
+    #[cfg(feature = "s3")]
+    remote: Option<Arc<crate::remote::Remote>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -73,13 +76,25 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens the file-system store at `root`.
     pub(crate) fn open(root: &Path) -> Result<Self, BoxError> {
-        Ok(Self { storage: Arc::new(FilesystemStore::new(root)?), name: root.display().to_string() })
+        Ok(Self {
+            storage: Arc::new(FilesystemStore::new(root)?),
+            name: root.display().to_string(),
+            #[cfg(feature = "s3")]
+            remote: None,
+        })
     }
 
     /// The store at an S3 location.
     #[cfg(feature = "s3")]
     pub(crate) fn s3(loc: &crate::location::S3Location) -> Result<Self, BoxError> {
-        Ok(Self { storage: Arc::new(crate::remote::Remote::s3(loc)?), name: loc.to_string() })
+        let remote = Arc::new(crate::remote::Remote::s3(loc)?);
+        Ok(Self { storage: remote.clone(), name: loc.to_string(), remote: Some(remote) })
+    }
+
+    /// The remote storage, for a store on object storage.
+    #[cfg(feature = "s3")]
+    pub(crate) fn remote(&self) -> Option<&crate::remote::Remote> {
+        self.remote.as_deref()
     }
 }
 

@@ -240,6 +240,7 @@ fn unreachable_server_fails_within_the_deadline_naming_the_key() {
             connect_timeout_s: Some(1.0),
             max_retries: Some(2),
             retry_window_s: Some(5.0),
+            ..RequestOptions::default()
         },
         ..S3Location::default()
     });
@@ -258,4 +259,196 @@ fn s3_url_as_a_path() {
     assert!(e.contains("needs a bucket"), "{e}");
     let e = Om4Store::open("gs://bucket/OM4.zarr").unwrap_err().to_string();
     assert!(e.contains("unsupported scheme"), "{e}");
+}
+
+/// `s3-proxy.py` in front of the server: latency and faults (see its docs); killed when dropped.
+struct Proxy {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Proxy {
+    fn start(upstream: &str, args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3-proxy.py");
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .args(["--upstream", upstream])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 scripts/s3-proxy.py");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().strip_prefix("port ").unwrap_or_else(|| panic!("proxy said {line:?}"));
+        Self { child, url: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// Requests forwarded and faults injected so far.
+    fn stats(&self) -> serde_json::Value {
+        runtime().block_on(async {
+            let r = reqwest::get(format!("{}/__proxy/stats", self.url)).await.unwrap();
+            serde_json::from_slice(&r.bytes().await.unwrap()).unwrap()
+        })
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A store uploaded to a fresh bucket: (temporary dir, local paths, bucket).
+fn uploaded(endpoint: &str, test: &str, cfg: &SynthConfig) -> (tempfile::TempDir, om4_store::SynthPaths, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = common::make(dir.path(), cfg);
+    let bucket = bucket(endpoint, test);
+    upload(endpoint, &bucket, dir.path(), "s");
+    (dir, paths, bucket)
+}
+
+fn with_requests(mut loc: StoreLocation, requests: RequestOptions) -> StoreLocation {
+    if let StoreLocation::S3(s3) = &mut loc {
+        s3.requests = requests;
+    }
+    loc
+}
+
+fn quick_retries() -> RequestOptions {
+    RequestOptions {
+        timeout_s: Some(1.0),
+        connect_timeout_s: Some(1.0),
+        max_retries: Some(3),
+        retry_window_s: Some(10.0),
+        ..RequestOptions::default()
+    }
+}
+
+/// The requests of one read of every plane at `positions` (the channels opened before counting).
+fn counted_read(store: &Om4Store, levels: usize, positions: &[usize]) -> om4_store::RequestCounts {
+    let set = store.channels(&channel_names(levels)).unwrap();
+    let before = store.request_counts().unwrap();
+    let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
+    let pool = om4_store::ReadPool::new(2).unwrap();
+    store.reader(&pool, &set, &set.all_rows()).read(positions, &mut out).unwrap();
+    store.request_counts().unwrap().since(&before)
+}
+
+/// Reads every plane of `positions` through one reader call.
+fn read_positions(store: &Om4Store, levels: usize, positions: &[usize]) -> om4_store::Result<Vec<f32>> {
+    let set = store.channels(&channel_names(levels)).unwrap();
+    let sel = set.all_rows();
+    let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
+    let pool = om4_store::ReadPool::new(2).unwrap();
+    store.reader(&pool, &set, &sel).read(positions, &mut out)?;
+    Ok(out)
+}
+
+#[test]
+fn requests_per_open_and_per_read() {
+    let Some(endpoint) = endpoint("requests") else { return };
+    // Flat v2, consolidated, one plane per chunk: opening is `.zmetadata` + the time and lev
+    // chunks; a read is one GET per plane, all in one round.
+    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
+    let (_dir, _paths, bucket) = uploaded(&endpoint, "requests", &cfg);
+    let store = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
+    let open = store.request_counts().unwrap();
+    eprintln!("open (flat v2, consolidated): {open:?}");
+    assert_eq!((open.gets, open.heads, open.lists), (3, 0, 0), "{open:?}");
+    let channels = channel_names(cfg.levels).len() as u64;
+    let read = counted_read(&store, cfg.levels, &[0, 1, 2]);
+    assert_eq!((read.gets, read.heads, read.lists, read.rounds), (3 * channels, 0, 0, 1), "{read:?}");
+
+    // Flat v3 sharded (4 times per shard): a shard's index, then the inner chunk; the indexes stay
+    // cached, so a later read in the same shards is one round of inner chunks.
+    let cfg = config(SynthLayout::Flat, SynthFormat::V3, Some(4), false);
+    let (_dir, _paths, bucket) = uploaded(&endpoint, "requests-sharded", &cfg);
+    let store = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
+    let open = store.request_counts().unwrap();
+    eprintln!("open (flat v3 sharded, not consolidated): {open:?}");
+    let first = counted_read(&store, cfg.levels, &[0]);
+    assert_eq!((first.gets, first.rounds), (2 * channels, 2), "{first:?}");
+    let second = counted_read(&store, cfg.levels, &[1, 2]);
+    assert_eq!((second.gets, second.rounds), (2 * channels, 1), "{second:?}");
+}
+
+#[test]
+fn injected_faults_are_retried_to_the_same_bits() {
+    let Some(endpoint) = endpoint("faults") else { return };
+    for (test, cfg, faults) in [
+        (
+            "faults-v2",
+            config(SynthLayout::Flat, SynthFormat::V2, None, true),
+            ["--once", "--fail-every", "3", "--fail-status", "503", "--reset-every", "7"],
+        ),
+        (
+            "faults-v3",
+            config(SynthLayout::Compact, SynthFormat::V3, Some(4), false),
+            ["--once", "--fail-every", "4", "--fail-status", "500", "--reset-every", "9"],
+        ),
+    ] {
+        let (_dir, paths, bucket) = uploaded(&endpoint, test, &cfg);
+        let proxy = Proxy::start(&endpoint, &faults);
+        let loc = with_requests(s3(&proxy.url, &bucket, "s/OM4.zarr"), quick_retries());
+        let remote = Om4Store::open_location(&loc).unwrap();
+        let local = Om4Store::open(&paths.data).unwrap();
+        let positions: Vec<usize> = (0..cfg.times).collect();
+        let (r, l) = (
+            read_positions(&remote, cfg.levels, &positions).unwrap(),
+            read_positions(&local, cfg.levels, &positions).unwrap(),
+        );
+        assert_eq!(common::bits(&r), common::bits(&l), "{test}");
+        let stats = proxy.stats();
+        eprintln!("{test}: {stats}");
+        assert!(stats["failed"].as_u64() > Some(0) && stats["reset"].as_u64() > Some(0), "{test}: {stats}");
+    }
+}
+
+#[test]
+fn a_stalled_response_is_retried_after_the_deadline() {
+    let Some(endpoint) = endpoint("stall") else { return };
+    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
+    let (_dir, paths, bucket) = uploaded(&endpoint, "stall", &cfg);
+    // every 5th chunk request answers after 30 s; the request deadline is 1 s
+    let proxy =
+        Proxy::start(&endpoint, &["--once", "--stall-every", "5", "--stall-s", "30", "--match", r"/\d+\.\d+\.\d+$"]);
+    let loc = with_requests(s3(&proxy.url, &bucket, "s/OM4.zarr"), quick_retries());
+    let remote = Om4Store::open_location(&loc).unwrap();
+    let t0 = std::time::Instant::now();
+    let r = read_positions(&remote, cfg.levels, &[0, 1, 2, 3]).unwrap();
+    let took = t0.elapsed();
+    let l = read_positions(&Om4Store::open(&paths.data).unwrap(), cfg.levels, &[0, 1, 2, 3]).unwrap();
+    assert_eq!(common::bits(&r), common::bits(&l));
+    let stats = proxy.stats();
+    eprintln!("stall: {stats}, read took {took:?}");
+    assert!(stats["stalled"].as_u64() > Some(0), "{stats}");
+    assert!(took.as_secs_f64() < 25.0, "took {took:?}");
+}
+
+#[test]
+fn a_request_that_keeps_failing_ends_the_read_with_an_error_naming_the_chunk() {
+    let Some(endpoint) = endpoint("failing") else { return };
+    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
+    let (_dir, _paths, bucket) = uploaded(&endpoint, "failing", &cfg);
+    for (faults, what) in [
+        (vec!["--fail-every", "1", "--fail-status", "500", "--match", r"thetao_0/3\.0\.0$"], "500"),
+        (vec!["--stall-every", "1", "--stall-s", "30", "--match", r"thetao_0/3\.0\.0$"], "timed out"),
+    ] {
+        let proxy = Proxy::start(&endpoint, &faults);
+        let requests = RequestOptions { max_retries: Some(2), retry_window_s: Some(4.0), ..quick_retries() };
+        let remote = Om4Store::open_location(&with_requests(s3(&proxy.url, &bucket, "s/OM4.zarr"), requests)).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = read_positions(&remote, cfg.levels, &[2, 3]).unwrap_err();
+        let took = t0.elapsed();
+        let message = format!("{e}: {}", std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default());
+        eprintln!("failing ({what}, {took:?}): {message}");
+        assert!(matches!(&e, om4_store::Error::Read { array, row: 3, .. } if array == "thetao_0"), "{e:?}");
+        assert!(message.contains(&format!("s3://{bucket}/s/OM4.zarr/thetao_0/3.0.0")), "{message}");
+        assert!(message.to_lowercase().contains(what), "{message}");
+        assert!(took.as_secs_f64() < 15.0, "took {took:?}");
+        // the store stays usable: other rows read
+        read_positions(&remote, cfg.levels, &[4]).unwrap();
+    }
 }
