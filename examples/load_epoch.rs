@@ -17,8 +17,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     let store = PathBuf::from(args.first().ok_or("usage: load_epoch STORE [BATCH_SIZE] [PREFETCH] [MAX_BATCHES]")?);
     let arg = |i: usize, default: usize| args.get(i).map_or(Ok(default), |s| s.parse::<usize>());
     let (batch, prefetch, max_batches, to_device) = (arg(1, 4)?, arg(2, 2)?, arg(3, usize::MAX)?, arg(4, 1)? == 1);
-    let dir = store.parent().map(PathBuf::from).unwrap_or_default();
-    let config = SourceConfig::samudra(store, dir.join("OM4_means.zarr"), dir.join("OM4_stds.zarr"), 19);
+    let store = om4_store::StoreLocation::from_path(&store)?;
+    let config =
+        SourceConfig::samudra(store.clone(), store.sibling("OM4_means.zarr"), store.sibling("OM4_stds.zarr"), 19);
     let prepare_on = match args.get(5).map(String::as_str) {
         None | Some("auto") => PrepareOn::Auto,
         Some("host") => PrepareOn::Host,

@@ -72,13 +72,13 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let (data, levels) = match &a.store {
-        Some(p) => (p.clone(), a.levels.unwrap_or(19)),
-        None => (demo::demo_store()?.data, a.levels.unwrap_or(3)),
+    let location = |p: &Option<PathBuf>| p.as_deref().map(om4_store::StoreLocation::from_path).transpose();
+    let (data, levels) = match location(&a.store)? {
+        Some(p) => (p, a.levels.unwrap_or(19)),
+        None => (demo::demo_store()?.data.into(), a.levels.unwrap_or(3)),
     };
-    let beside = |name: &str| data.parent().map_or_else(|| PathBuf::from(name), |p| p.join(name));
-    let means = a.means.clone().unwrap_or_else(|| beside("OM4_means.zarr"));
-    let stds = a.stds.clone().unwrap_or_else(|| beside("OM4_stds.zarr"));
+    let means = location(&a.means)?.unwrap_or_else(|| data.sibling("OM4_means.zarr"));
+    let stds = location(&a.stds)?.unwrap_or_else(|| data.sibling("OM4_stds.zarr"));
     let config = SourceConfig::samudra(data.clone(), means, stds, levels);
     let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(8)?)?);
     let axis = source.store().time().ok_or("the store has no time coordinate")?;

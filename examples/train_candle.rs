@@ -77,11 +77,11 @@ fn main() -> std::process::ExitCode {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let data = match args.store {
-        Some(p) => p,
-        None => demo::demo_store()?.data,
+        Some(p) => om4_store::StoreLocation::from_path(&p)?,
+        None => demo::demo_store()?.data.into(),
     };
-    let dir = data.parent().map(PathBuf::from).unwrap_or_default();
-    let config = SourceConfig::samudra(data, dir.join("OM4_means.zarr"), dir.join("OM4_stds.zarr"), args.levels);
+    let config =
+        SourceConfig::samudra(data.clone(), data.sibling("OM4_means.zarr"), data.sibling("OM4_stds.zarr"), args.levels);
     let loading = LoaderConfig::default();
     let store = Om4Source::open(&config, None, None, ReadPool::new(loading.max_concurrent_reads)?)?;
     let train = Arc::new(store.with_range(None, Some(&args.split))?);
@@ -110,7 +110,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     println!(
         "training a 3-layer candle CNN on {} ({c_in} inputs, {c_prog} outputs, {}×{}), batch {}, {} batches/epoch",
-        config.data.display(),
+        config.data,
         grid.y,
         grid.x,
         args.batch_size,

@@ -95,9 +95,9 @@ struct Experiment {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct Data {
-    data_location: Option<PathBuf>,
-    data_means_location: Option<PathBuf>,
-    data_stds_location: Option<PathBuf>,
+    data_location: Option<om4_store::StoreLocation>,
+    data_means_location: Option<om4_store::StoreLocation>,
+    data_stds_location: Option<om4_store::StoreLocation>,
     hist: Option<usize>,
     prognostic: Option<Vec<String>>,
     boundary: Option<Vec<String>>,
@@ -286,13 +286,17 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         if let om4_samudra::DataParallel::Rank(c) = &parallel {
             om4_pipeline::Collective::all_reduce_f64(c.as_ref(), &mut [0.0], om4_pipeline::ReduceOp::Sum)?;
         }
-        (p.data, p.means, p.stds)
+        (p.data.into(), p.means.into(), p.stds.into())
     } else {
-        let data = args.store.clone().or(file.data.data_location.clone()).expect("checked above");
-        let parent = data.parent().map(Path::to_path_buf).unwrap_or_default();
-        let means =
-            args.means.clone().or(file.data.data_means_location.clone()).unwrap_or(parent.join("OM4_means.zarr"));
-        let stds = args.stds.clone().or(file.data.data_stds_location.clone()).unwrap_or(parent.join("OM4_stds.zarr"));
+        // A command-line path may be an s3:// URL (options from the AWS_* environment variables);
+        // the config file also takes Samudra's `{type: s3, ...}` tables.
+        let given = |arg: &Option<PathBuf>, file: &Option<om4_store::StoreLocation>| match arg {
+            Some(p) => om4_store::StoreLocation::from_path(p).map(Some),
+            None => Ok(file.clone()),
+        };
+        let data = given(&args.store, &file.data.data_location)?.expect("checked above");
+        let means = given(&args.means, &file.data.data_means_location)?.unwrap_or(data.sibling("OM4_means.zarr"));
+        let stds = given(&args.stds, &file.data.data_stds_location)?.unwrap_or(data.sibling("OM4_stds.zarr"));
         (data, means, stds)
     };
     let channels = SourceConfig::samudra(data, means, stds, if demo { 3 } else { 19 });
@@ -354,7 +358,7 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
     let staging = om4_burn::BufferPool::new();
     let header = format!(
         "training {model_name} on {} ({} prognostic + {} boundary channels, {}×{}), hist {}, steps {}, batch {}",
-        source_config.data.display(),
+        source_config.data,
         source_config.prognostic.len(),
         source_config.boundary.len(),
         om4_burn::BatchSource::grid(&source).y,

@@ -40,13 +40,15 @@ pub(crate) struct BatchArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    remote: crate::cmd::RemoteArgs,
 }
 
 pub(crate) fn run(a: &BatchArgs) -> Result<()> {
     let opened = Instant::now();
-    let dir = a.store.parent().map(PathBuf::from).unwrap_or_default();
+    let data = a.remote.location(&a.store)?;
     let config =
-        SourceConfig::samudra(a.store.clone(), dir.join("OM4_means.zarr"), dir.join("OM4_stds.zarr"), a.levels);
+        SourceConfig::samudra(data.clone(), data.sibling("OM4_means.zarr"), data.sibling("OM4_stds.zarr"), a.levels);
     let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
     let source = Arc::new(Om4Source::open(&config, None, None, pool)?);
     let spec = om4_batch::WindowSpec::new(a.history, a.steps, 1)?;

@@ -54,11 +54,13 @@ pub(crate) struct ReadArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    remote: crate::cmd::RemoteArgs,
 }
 
 pub(crate) fn run(a: &ReadArgs) -> Result<()> {
     let opened = Instant::now();
-    let store = Om4Store::open(&a.store)?;
+    let store = Om4Store::open_location(&a.remote.location(&a.store)?)?;
     let channels = if a.channels.is_empty() { store.channel_names() } else { a.channels.clone() };
     let set = store.channels(&channels)?;
     let t = set.time_len();

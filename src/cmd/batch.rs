@@ -22,12 +22,14 @@ pub(crate) struct BatchArgs {
     /// OM4.zarr.
     #[arg(long)]
     store: PathBuf,
-    /// OM4_means.zarr.
+    /// OM4_means.zarr (default: beside --store).
     #[arg(long)]
-    means: PathBuf,
-    /// OM4_stds.zarr.
+    means: Option<PathBuf>,
+    /// OM4_stds.zarr (default: beside --store).
     #[arg(long)]
-    stds: PathBuf,
+    stds: Option<PathBuf>,
+    #[command(flatten)]
+    remote: super::RemoteArgs,
     /// Comma-separated prognostic channels, in model order.
     #[arg(long, value_delimiter = ',', required = true)]
     prognostic: Vec<String>,
@@ -83,10 +85,17 @@ pub(crate) struct BatchArgs {
 }
 
 pub(crate) fn run(a: &BatchArgs) -> Result<()> {
+    let data = a.remote.location(&a.store)?;
     let config = SourceConfig {
-        data: a.store.clone(),
-        means: a.means.clone(),
-        stds: a.stds.clone(),
+        data: data.clone(),
+        means: match &a.means {
+            Some(p) => a.remote.location(p)?,
+            None => data.sibling("OM4_means.zarr"),
+        },
+        stds: match &a.stds {
+            Some(p) => a.remote.location(p)?,
+            None => data.sibling("OM4_stds.zarr"),
+        },
         prognostic: a.prognostic.clone(),
         boundary: a.boundary.clone(),
         normalize_before_mask: !a.normalize_after_mask,

@@ -20,14 +20,16 @@ pub(crate) struct DumpArgs {
     /// Output file.
     #[arg(long)]
     out: PathBuf,
+    #[command(flatten)]
+    remote: super::RemoteArgs,
 }
 
 pub(crate) fn run(a: &DumpArgs) -> Result<()> {
-    dump(&a.store, &a.channels, &a.times, &a.out)
+    dump(&a.remote.location(&a.store)?, &a.channels, &a.times, &a.out)
 }
 
-fn dump(path: &Path, channels: &[String], times: &[usize], out: &Path) -> Result<()> {
-    let store = Om4Store::open(path)?;
+fn dump(location: &om4_store::StoreLocation, channels: &[String], times: &[usize], out: &Path) -> Result<()> {
+    let store = Om4Store::open_location(location)?;
     let set = store.channels(channels)?;
     let grid = set.grid();
     let mut buf = vec![0f32; times.len() * set.len() * grid.plane()];

@@ -27,6 +27,9 @@ pub(crate) struct RemoteArgs {
     /// Read an s3:// store without credentials (unsigned requests, public buckets).
     #[arg(long)]
     anon: bool,
+    /// Requests in flight per read of an s3:// store (default 64), apart from --threads' decoding.
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
 }
 
 impl RemoteArgs {
@@ -38,9 +41,13 @@ impl RemoteArgs {
                 s3.endpoint_url = self.endpoint_url.clone().or(s3.endpoint_url.take());
                 s3.region = self.region.clone().or(s3.region.take());
                 s3.anon |= self.anon;
+                s3.requests.concurrency = self.concurrency.or(s3.requests.concurrency);
             }
-            _ if self.endpoint_url.is_some() || self.region.is_some() || self.anon => {
-                bail!("--endpoint-url, --region and --anon apply to s3:// stores, not {}", store.display())
+            _ if self.endpoint_url.is_some() || self.region.is_some() || self.anon || self.concurrency.is_some() => {
+                bail!(
+                    "--endpoint-url, --region, --anon and --concurrency apply to s3:// stores, not {}",
+                    store.display()
+                )
             }
             _ => {}
         }

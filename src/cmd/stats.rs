@@ -35,14 +35,24 @@ pub(crate) struct StatsArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    remote: super::RemoteArgs,
 }
 
 pub(crate) fn run(a: &StatsArgs) -> Result<()> {
-    stats(&a.store, &a.out, a.force, &a.channels, (a.start.as_deref(), a.end.as_deref()), a.threads, a.json)
+    stats(
+        &a.remote.location(&a.store)?,
+        &a.out,
+        a.force,
+        &a.channels,
+        (a.start.as_deref(), a.end.as_deref()),
+        a.threads,
+        a.json,
+    )
 }
 
 fn stats(
-    path: &Path,
+    location: &om4_store::StoreLocation,
     out: &Path,
     force: bool,
     channels: &[String],
@@ -56,7 +66,7 @@ fn stats(
     {
         bail!("{} exists; pass --force to replace it", existing.display());
     }
-    let store = Om4Store::open(path)?;
+    let store = Om4Store::open_location(location)?;
     let channels = if channels.is_empty() { store.channel_names() } else { channels.to_vec() };
     let set = store.channels(&channels)?;
     let sel = store.select(start, end)?;

@@ -17,14 +17,16 @@ pub(crate) struct ValidateArgs {
     /// Comma-separated channels (default: every channel the store offers).
     #[arg(long, value_delimiter = ',')]
     channels: Vec<String>,
+    #[command(flatten)]
+    remote: super::RemoteArgs,
 }
 
 pub(crate) fn run(a: &ValidateArgs) -> Result<ExitCode> {
-    validate(&a.store, &a.channels)
+    validate(&a.remote.location(&a.store)?, &a.channels)
 }
 
-fn validate(path: &std::path::Path, channels: &[String]) -> Result<ExitCode> {
-    let store = Om4Store::open(path)?;
+fn validate(location: &om4_store::StoreLocation, channels: &[String]) -> Result<ExitCode> {
+    let store = Om4Store::open_location(location)?;
     let all = channels.is_empty();
     let channels = if all { store.channel_names() } else { channels.to_vec() };
     let problems = problems(&store, &channels, all);

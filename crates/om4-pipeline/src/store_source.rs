@@ -1,11 +1,10 @@
 //! The OM4 Zarr store as a [`BatchSource`]: a validated time split, its channels, statistics
 //! and masks, read concurrently on a shared [`ReadPool`].
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use om4_batch::{Grid, NormOrder, Normalization, Precision, ReadGroup, Roles};
-use om4_store::{ChannelSet, Om4Store, ReadPool, Selection, StatsStore};
+use om4_store::{ChannelSet, Om4Store, ReadPool, Selection, StatsStore, StoreLocation};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -15,14 +14,15 @@ use crate::source::BatchSource;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
-    /// `OM4.zarr`. With om4-store's feature `s3`, also `s3://bucket/path/OM4.zarr` (as for
-    /// `means` and `stds`), configured from the `AWS_*` environment variables
+    /// `OM4.zarr`: a local path or, with om4-store's feature `s3`, a store on S3 (as `means` and
+    /// `stds`). In configuration files a path, an `s3://bucket/path` URL (options from the `AWS_*`
+    /// environment variables), or Samudra's table `{type: s3, bucket, path, endpoint_url, anon}`
     /// (see `om4_store::StoreLocation`).
-    pub data: PathBuf,
+    pub data: StoreLocation,
     /// `OM4_means.zarr`.
-    pub means: PathBuf,
+    pub means: StoreLocation,
     /// `OM4_stds.zarr`.
-    pub stds: PathBuf,
+    pub stds: StoreLocation,
     /// Prognostic channels, in model order (Samudra: `uo_0..18, vo_*, thetao_*, so_*, zos`).
     pub prognostic: Vec<String>,
     /// Boundary channels (Samudra: `tauuo, tauvo, hfds`); may be empty.
@@ -43,13 +43,18 @@ fn yes() -> bool {
 impl SourceConfig {
     /// Samudra's channels for a store with `levels` levels: prognostic `uo_*, vo_*, thetao_*, so_*, zos`,
     /// boundary `tauuo, tauvo, hfds`; normalize before masking, land filled with 0.
-    pub fn samudra(data: PathBuf, means: PathBuf, stds: PathBuf, levels: usize) -> Self {
+    pub fn samudra(
+        data: impl Into<StoreLocation>,
+        means: impl Into<StoreLocation>,
+        stds: impl Into<StoreLocation>,
+        levels: usize,
+    ) -> Self {
         let names = om4_store::channel_names(levels);
         let n_prog = om4_store::DEPTH_VARS.len() * levels + 1;
         Self {
-            data,
-            means,
-            stds,
+            data: data.into(),
+            means: means.into(),
+            stds: stds.into(),
             prognostic: names[..n_prog].to_vec(),
             boundary: names[n_prog..n_prog + 3].to_vec(),
             normalize_before_mask: true,
@@ -78,9 +83,9 @@ impl Om4Source {
         if config.prognostic.is_empty() {
             return Err(Error::Config { field: "prognostic", reason: "at least one channel is needed".into() });
         }
-        let store = Arc::new(Om4Store::open(&config.data)?);
-        let means = StatsStore::open(&config.means)?;
-        let stds = StatsStore::open(&config.stds)?;
+        let store = Arc::new(Om4Store::open_location(&config.data)?);
+        let means = StatsStore::open_location(&config.means)?;
+        let stds = StatsStore::open_location(&config.stds)?;
         let order =
             if config.normalize_before_mask { NormOrder::NormalizeThenMask } else { NormOrder::MaskThenNormalize };
         let mut sets = vec![store.channels(&config.prognostic)?];

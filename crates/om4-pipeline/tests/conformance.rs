@@ -11,7 +11,7 @@ use om4_store::{Om4Store, ReadPool, SynthConfig, SynthLayout, synthesize};
 /// The planes of `source`'s variable sets read one plane at a time straight from the store (the
 /// naive path), as the truth.
 fn naive_truth(source: &Om4Source, config: &SourceConfig) -> MemorySource {
-    let store = Om4Store::open(&config.data).unwrap();
+    let store = Om4Store::open_location(&config.data).unwrap();
     let pool = ReadPool::new(1).unwrap();
     let sel = source.selection().clone();
     let mut names = vec![config.prognostic.clone()];

@@ -233,6 +233,19 @@ impl FromStr for StoreLocation {
     }
 }
 
+/// A local path, whatever its text (use [`StoreLocation::from_path`] to read `s3://` text as a URL).
+impl From<PathBuf> for StoreLocation {
+    fn from(path: PathBuf) -> Self {
+        Self::Local(path)
+    }
+}
+
+impl From<&Path> for StoreLocation {
+    fn from(path: &Path) -> Self {
+        Self::Local(path.to_path_buf())
+    }
+}
+
 impl From<S3Location> for StoreLocation {
     fn from(s3: S3Location) -> Self {
         Self::S3(s3)
