@@ -61,6 +61,7 @@ pub(crate) struct ReadArgs {
 pub(crate) fn run(a: &ReadArgs) -> Result<()> {
     let opened = Instant::now();
     let store = Om4Store::open_location(&a.remote.location(&a.store)?)?;
+    let open_requests = store.request_counts();
     let channels = if a.channels.is_empty() { store.channel_names() } else { a.channels.clone() };
     let set = store.channels(&channels)?;
     let t = set.time_len();
@@ -112,6 +113,7 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
         pass(&mut buf)?; // warm-up: page cache and allocator
     }
     let load_before = load_average();
+    let timed_requests = store.request_counts();
     let cpu0 = cpu_seconds();
     let mut secs = Vec::with_capacity(repeats);
     for _ in 0..repeats {
@@ -120,6 +122,7 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
         secs.push(t0.elapsed().as_secs_f64());
     }
     let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| b - a);
+    let timed_requests = timed_requests.zip(store.request_counts()).map(|(before, after)| after.since(&before));
     let planes = (starts.len() * a.steps * set.len()) as f64;
     let bytes = planes * plane as f64 * 4.0;
     let mut gbs: Vec<f64> = secs.iter().map(|s| bytes / s / 1e9).collect();
@@ -162,7 +165,18 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
         })
     });
     let total_gb = bytes * repeats as f64 / 1e9;
+    // A remote store's requests: opening (validation and coordinates), and per timed window.
+    let requests = open_requests.map(|open| {
+        let timed = timed_requests.unwrap_or_default();
+        let windows = (repeats * starts.len()) as f64;
+        json!({
+            "open": {"gets": open.gets, "heads": open.heads, "lists": open.lists, "bytes": open.bytes},
+            "per_window": {"gets": timed.gets as f64 / windows, "heads": timed.heads as f64 / windows,
+                           "rounds": timed.rounds as f64 / windows, "bytes": timed.bytes as f64 / windows},
+        })
+    });
     let report = json!({
+        "requests": requests,
         "store": a.store, "channels": set.len(), "grid": [set.grid().y, set.grid().x], "steps": a.steps,
         "windows": starts.len(), "starts": starts, "repeats": repeats, "cold": a.cold, "threads": threads, "bytes_per_repeat": bytes,
         "gb_per_s_best": best, "gb_per_s_median": med,

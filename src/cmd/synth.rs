@@ -48,7 +48,7 @@ pub(crate) struct SynthArgs {
     /// Time steps per shard (v3).
     #[arg(long)]
     shard: Option<usize>,
-    /// Do not write .zmetadata (v2).
+    /// Do not write consolidated metadata (v2 .zmetadata, v3 consolidated_metadata in zarr.json).
     #[arg(long)]
     no_consolidated: bool,
     #[arg(long, default_value_t = 0)]

@@ -63,10 +63,11 @@ pub struct ArrayInfo {
     /// frame, so it can be decoded straight into place without zarrs.
     #[serde(skip)]
     pub(crate) plain: Option<PlainChunks>,
-    /// A v2 array's `.zarray` document as om4 read and checked it (from `.zmetadata` when the
-    /// store is consolidated): zarrs is handed this, never a second reading of the files.
+    /// The array's metadata document as om4 read and checked it (v2 `.zarray`, v3 `zarr.json`;
+    /// from `.zmetadata` or the root's `consolidated_metadata` when the store is consolidated):
+    /// zarrs is handed this, never a second reading of the files.
     #[serde(skip)]
-    pub(crate) v2_metadata: Option<Value>,
+    pub(crate) metadata: Value,
 }
 
 /// How a plain chunk's bytes are stored.
@@ -208,9 +209,32 @@ pub(crate) fn discover(src: &dyn MetaSource, root: &Path) -> Result<Discovered> 
         }
         return Ok(found);
     }
+    // Zarr v3 consolidated metadata (zarr-python's `consolidate_metadata`): the root `zarr.json`
+    // holds every node's document under `consolidated_metadata.metadata`.
+    let root_doc = read_json(src, "zarr.json").map_err(store_err)?;
+    if let Some(consolidated) =
+        root_doc.as_ref().and_then(|doc| doc.get("consolidated_metadata")).filter(|c| !c.is_null())
+    {
+        let kind = consolidated.get("kind").and_then(Value::as_str);
+        let entries = consolidated.get("metadata").and_then(Value::as_object);
+        let (Some("inline"), Some(entries)) = (kind, entries) else {
+            return Err(store_err(format!(
+                "zarr.json: consolidated_metadata must be {{\"kind\": \"inline\", \"metadata\": {{...}}}}, not {consolidated}"
+            )));
+        };
+        for (name, meta) in entries.iter().filter(|(name, _)| !name.contains('/')) {
+            if meta.get("node_type").and_then(Value::as_str) == Some("array") {
+                keep(name.clone(), parse_v3(root, name, meta));
+            }
+        }
+        return Ok(found);
+    }
+    // Under a v3 root group the arrays are v3: no `.zarray` to look for (one request less each).
+    let v3_root = root_doc.is_some();
     for name in src.child_dirs().map_err(store_err)? {
         let meta_err = |reason: String| Error::Metadata { store: root.to_path_buf(), array: name.clone(), reason };
-        match read_json(src, &format!("{name}/.zarray")).map_err(meta_err) {
+        let v2 = if v3_root { Ok(None) } else { read_json(src, &format!("{name}/.zarray")).map_err(meta_err) };
+        match v2 {
             Ok(Some(meta)) => {
                 let parsed = read_json(src, &format!("{name}/.zattrs"))
                     .map_err(meta_err)
@@ -234,7 +258,7 @@ pub(crate) fn discover(src: &dyn MetaSource, root: &Path) -> Result<Discovered> 
     }
     if found.arrays.is_empty() && found.broken.is_empty() {
         let group = |key: &str| src.read(key).map(|doc| doc.is_some()).map_err(store_err);
-        if !group(".zgroup")? && !group("zarr.json")? {
+        if !group(".zgroup")? && root_doc.is_none() {
             return Err(store_err("no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)".into()));
         }
     }
@@ -396,7 +420,7 @@ fn parse_v2(root: &Path, name: &str, meta: &Value, attrs: &Value) -> Result<Arra
             shard: None,
         });
     Ok(ArrayInfo {
-        v2_metadata: Some(meta.clone()),
+        metadata: meta.clone(),
         plain,
         name: name.to_string(),
         format: ZarrFormat::V2,
@@ -522,7 +546,7 @@ fn parse_v3(root: &Path, name: &str, meta: &Value) -> Result<ArrayInfo> {
         .map(|d| d.iter().map(|x| x.as_str().unwrap_or("?").to_string()).collect());
     let plain = plain_v3(meta, &dtype, &codecs);
     Ok(ArrayInfo {
-        v2_metadata: None,
+        metadata: meta.clone(),
         plain,
         name: name.to_string(),
         format: ZarrFormat::V3,

@@ -150,11 +150,12 @@ impl Om4Store {
 
     pub(crate) fn open_array(&self, name: &str) -> Result<ZarrArray> {
         let info = &self.arrays[name];
-        let v2 = info.v2_metadata.as_ref().map(|meta| (meta, &info.attrs));
-        ZarrArray::open(&self.fs, name, v2, &info.shape).map_err(|e| Error::Invalid {
-            store: self.root.clone(),
-            array: name.to_string(),
-            reason: format!("zarrs cannot open it: {e}"),
+        ZarrArray::open(&self.fs, name, info.format, &info.metadata, &info.attrs, &info.shape).map_err(|e| {
+            Error::Invalid {
+                store: self.root.clone(),
+                array: name.to_string(),
+                reason: format!("zarrs cannot open it: {e}"),
+            }
         })
     }
 

@@ -44,7 +44,7 @@ pub enum SynthLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SynthFormat {
-    /// Zarr v2, with consolidated `.zmetadata` (as OM4 stores are published).
+    /// Zarr v2 (OM4 stores are published so, with consolidated `.zmetadata`).
     #[default]
     V2,
     /// Zarr v3.
@@ -94,7 +94,8 @@ pub struct SynthConfig {
     pub time_chunk: usize,
     /// Time steps per shard (v3 only): chunks are then inner chunks of shards.
     pub shard: Option<usize>,
-    /// Write `.zmetadata` (v2 only).
+    /// Consolidated metadata: v2 `.zmetadata`, v3 `consolidated_metadata` in the root `zarr.json`
+    /// (as zarr-python writes them).
     pub consolidated: bool,
     /// Seed of the small noise added to the smooth fields.
     pub seed: u64,
@@ -313,6 +314,7 @@ impl<'a> Writer<'a> {
                     "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
                     "fill_value": fill, "codecs": codecs, "attributes": spec.attrs, "dimension_names": spec.dims,
                 });
+                self.consolidated.insert(spec.name.to_string(), zarr_json.clone());
                 vec![("zarr.json", zarr_json.to_string())]
             }
         };
@@ -331,12 +333,19 @@ impl<'a> Writer<'a> {
 
     pub(crate) fn finish(self) -> Result<()> {
         if self.cfg.format == SynthFormat::V2 && self.cfg.consolidated {
-            let mut meta = self.consolidated;
+            let mut meta = self.consolidated.clone();
             meta.insert(".zgroup".into(), json!({"zarr_format": 2}));
             meta.insert(".zattrs".into(), json!({}));
             let doc = json!({"zarr_consolidated_format": 1, "metadata": meta});
             std::fs::write(self.root.join(".zmetadata"), doc.to_string())
                 .map_err(|e| Error::Write { path: self.root.join(".zmetadata"), reason: e.to_string() })?;
+        }
+        if self.cfg.format == SynthFormat::V3 && self.cfg.consolidated {
+            // as zarr-python's `consolidate_metadata` writes it
+            let doc = json!({"zarr_format": 3, "node_type": "group", "attributes": {}, "consolidated_metadata": {
+                "kind": "inline", "must_understand": false, "metadata": self.consolidated}});
+            std::fs::write(self.root.join("zarr.json"), doc.to_string())
+                .map_err(|e| Error::Write { path: self.root.join("zarr.json"), reason: e.to_string() })?;
         }
         Ok(())
     }

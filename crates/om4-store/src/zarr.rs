@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use unsafe_cell_slice::UnsafeCellSlice;
-use zarrs::array::{Array, ArrayBytesFixedDisjointView, ArrayMetadata, ArrayMetadataV2, ArraySubset, CodecOptions};
+use zarrs::array::{
+    Array, ArrayBytesFixedDisjointView, ArrayMetadata, ArrayMetadataV2, ArrayMetadataV3, ArraySubset, CodecOptions,
+};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::store::MemoryStore;
 use zarrs::storage::{
@@ -14,7 +16,7 @@ use zarrs::storage::{
 };
 
 use crate::error::BoxError;
-use crate::meta::MetaSource;
+use crate::meta::{MetaSource, ZarrFormat};
 
 /// Options for one decode call made from our own pool: no nested fan-out inside zarrs.
 fn single_thread() -> CodecOptions {
@@ -125,30 +127,28 @@ impl MetaSource for Store {
 
 impl ZarrArray {
     /// Opens array `name` (a name discovered in the store root, never a user path) from the
-    /// metadata om4 validated: a v2 array from `v2` (its `.zarray` document, from `.zmetadata`
-    /// when consolidated, and attributes), so zarrs never reads a second copy; a v3 array from its
-    /// `zarr.json`, read again by zarrs, which must still say `shape` (a file changed since
-    /// validation is an error, never a different array).
+    /// metadata document om4 validated (a v2 `.zarray` with its attributes, a v3 `zarr.json`;
+    /// from the consolidated metadata when the store has it), so zarrs never reads a second copy
+    /// and the array is the one validated: opening costs no request.
     pub(crate) fn open(
         store: &Store,
         name: &str,
-        v2: Option<(&serde_json::Value, &serde_json::Map<String, serde_json::Value>)>,
+        format: ZarrFormat,
+        meta: &serde_json::Value,
+        attrs: &serde_json::Map<String, serde_json::Value>,
         shape: &[u64],
     ) -> Result<Self, BoxError> {
         let path = format!("/{name}");
-        let array = match v2 {
-            Some((meta, attrs)) => {
+        let meta = match format {
+            ZarrFormat::V2 => {
                 let mut meta: ArrayMetadataV2 = serde_json::from_value(meta.clone())?;
                 meta.attributes = attrs.clone();
-                Array::new_with_metadata(store.storage.clone().readable(), &path, ArrayMetadata::V2(meta))?
+                ArrayMetadata::V2(meta)
             }
-            None => Array::open(store.storage.clone().readable(), &path)?,
+            ZarrFormat::V3 => ArrayMetadata::V3(serde_json::from_value::<ArrayMetadataV3>(meta.clone())?),
         };
-        if array.shape() != shape {
-            return Err(
-                format!("its metadata now says shape {:?}, not the {shape:?} om4 validated", array.shape()).into()
-            );
-        }
+        let array = Array::new_with_metadata(store.storage.clone().readable(), &path, meta)?;
+        debug_assert_eq!(array.shape(), shape, "the validated shape");
         Ok(Self { array: Arc::new(array) })
     }
 

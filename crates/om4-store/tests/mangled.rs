@@ -33,7 +33,8 @@ fn synthesize_all(cfgs: impl FnOnce(SynthConfig) -> Vec<SynthConfig>) -> Pristin
     (dir, folders)
 }
 
-/// Pristine folders to copy: flat v2 unconsolidated, flat v2 consolidated, compact v3 sharded.
+/// Pristine folders to copy: flat v2 unconsolidated, flat v2 consolidated, compact v3 sharded,
+/// compact v3 sharded and consolidated.
 fn pristine() -> &'static Pristine {
     static P: OnceLock<Pristine> = OnceLock::new();
     P.get_or_init(|| {
@@ -41,7 +42,14 @@ fn pristine() -> &'static Pristine {
             vec![
                 base.clone(),
                 SynthConfig { consolidated: true, ..base.clone() },
-                SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base },
+                SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base.clone() },
+                SynthConfig {
+                    layout: SynthLayout::Compact,
+                    format: SynthFormat::V3,
+                    shard: Some(2),
+                    consolidated: true,
+                    ..base
+                },
             ]
         })
     })

@@ -289,6 +289,18 @@ fn requests_per_open_and_per_read() {
     assert_eq!((first.gets, first.rounds), (2 * channels, 2), "{first:?}");
     let second = counted_read(&store, cfg.levels, &[1, 2]);
     assert_eq!((second.gets, second.rounds), (2 * channels, 1), "{second:?}");
+
+    // Flat v3 sharded with consolidated metadata: opening lists nothing and reads the root
+    // zarr.json (after looking for a v2 .zmetadata) and the coordinates.
+    let cfg = config(SynthLayout::Flat, SynthFormat::V3, Some(4), true);
+    let (_dir, _paths, bucket) = uploaded(&endpoint, "requests-v3-consolidated", &cfg);
+    let store = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
+    let open = store.request_counts().unwrap();
+    eprintln!("open (flat v3 sharded, consolidated): {open:?}");
+    assert_eq!(open.lists, 0, "{open:?}");
+    assert!(open.gets <= 6, "{open:?}");
+    let first = counted_read(&store, cfg.levels, &[0]);
+    assert_eq!((first.gets, first.rounds), (2 * channels, 2), "opening the channels reads nothing: {first:?}");
 }
 
 #[test]

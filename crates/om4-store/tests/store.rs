@@ -453,4 +453,24 @@ fn consolidated_metadata_is_what_zarrs_reads() {
     }
     let after = read_all(&Om4Store::open(&paths.data).unwrap(), 3);
     assert_eq!(bits(&after), bits(&before));
+
+    // v3: the root zarr.json's consolidated_metadata (zarr-python's form) is all om4 and zarrs
+    // read; the arrays' own zarr.json may disagree or be gone.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = SynthConfig { format: SynthFormat::V3, shard: Some(4), consolidated: true, ..small(false) };
+    let paths = make(dir.path(), &cfg);
+    let root: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(paths.data.join("zarr.json")).unwrap()).unwrap();
+    assert_eq!(root["consolidated_metadata"]["kind"], "inline");
+    let before = read_all(&Om4Store::open(&paths.data).unwrap(), 3);
+    edit_json(&paths.data.join("so_1").join("zarr.json"), |v| v["shape"][0] = serde_json::json!(u64::MAX));
+    for name in ["lev", "time", "thetao_0"] {
+        std::fs::remove_file(paths.data.join(name).join("zarr.json")).unwrap();
+    }
+    let after = read_all(&Om4Store::open(&paths.data).unwrap(), 3);
+    assert_eq!(bits(&after), bits(&before));
+    // a consolidated_metadata om4 cannot use is an error, not a silent fall-back to listing
+    edit_json(&paths.data.join("zarr.json"), |v| v["consolidated_metadata"]["kind"] = serde_json::json!("external"));
+    let e = Om4Store::open(&paths.data).unwrap_err().to_string();
+    assert!(e.contains("consolidated_metadata must be"), "{e}");
 }

@@ -62,3 +62,47 @@ fn zarr_python_fixtures_read_bit_for_bit() {
     } // v2 raw and blosc stores (6) with one-plane chunks and v3 raw: decoded directly, without zarrs
     assert!(direct_stores >= 6, "{direct_stores} stores took the direct path");
 }
+
+#[test]
+fn zarr_python_v3_consolidated_metadata_is_all_that_is_read() {
+    // zarr-python's v3 `consolidate_metadata`: with the arrays' own zarr.json removed from a copy,
+    // the store still opens and reads the same planes.
+    let dir = data_dir();
+    let (_, expected) = read_npy(&dir.join("expected.npy"));
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for name in ["v3_flat_blosc-lz4_shard2_consolidated", "v3_compact_zstd_consolidated"] {
+        let copy = tempfile::tempdir().unwrap();
+        let root = copy.path().join("s.zarr");
+        copy_dir(&dir.join(format!("{name}.zarr")), &root);
+        let mut removed = 0;
+        for entry in std::fs::read_dir(&root).unwrap() {
+            let meta = entry.unwrap().path().join("zarr.json");
+            if meta.is_file() {
+                std::fs::remove_file(meta).unwrap();
+                removed += 1;
+            }
+        }
+        assert!(removed >= 3, "{name}: {removed} arrays");
+        let store = Om4Store::open(&root).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let set = store.channels(&["thetao_0", "thetao_1", "zos"]).unwrap();
+        let mut got = vec![0f32; expected.len()];
+        store
+            .reader(&ReadPool::new(2).unwrap(), &set, &store.select(None, None).unwrap())
+            .read(&[0, 1, 2, 3, 4], &mut got)
+            .unwrap();
+        assert_eq!(bits(&got), bits(&expected), "{name}");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target)
+        } else {
+            std::fs::copy(entry.path(), target).map(|_| ()).unwrap()
+        }
+    }
+}

@@ -53,7 +53,7 @@ def v3_codecs(name):
     }[name]
 
 
-def write(name, fmt, layout, codec, time_chunk=1, order="C", shard=None):
+def write(name, fmt, layout, codec, time_chunk=1, order="C", shard=None, consolidated=None):
     path = OUT / f"{name}.zarr"
     root = zarr.open_group(str(path), mode="w", zarr_format=fmt)
     time = root.create_array("time", shape=(T,), dtype="int64", chunks=(T,), fill_value=0,
@@ -82,7 +82,7 @@ def write(name, fmt, layout, codec, time_chunk=1, order="C", shard=None):
     else:
         array("thetao", thetao, ["time", "lev", "y", "x"], (time_chunk, L, Y, X))
     array("zos", zos, ["time", "y", "x"], (time_chunk, Y, X))
-    if fmt == 2:
+    if consolidated if consolidated is not None else fmt == 2:  # v2 always; v3 where asked
         zarr.consolidate_metadata(str(path))
 
 
@@ -100,6 +100,8 @@ cases += [
     ("v3_compact_gzip", 3, "compact", "gzip", 1, "C", None),
     ("v3_flat_blosc-lz4_shard2", 3, "flat", "blosc-lz4", 1, "C", 2),
     ("v3_compact_blosc-lz4_shard3", 3, "compact", "blosc-lz4", 1, "C", 3),
+    ("v3_flat_blosc-lz4_shard2_consolidated", 3, "flat", "blosc-lz4", 1, "C", 2, True),
+    ("v3_compact_zstd_consolidated", 3, "compact", "zstd", 1, "C", None, True),
 ]
 for c in cases:
     write(*c)
