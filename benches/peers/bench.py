@@ -328,13 +328,14 @@ class TensorStoreDedupBatch:
     once with TensorStore straight into reused group buffers (consecutive times as one read),
     normalized and masked in place with numpy, then copied block by block into reused outputs."""
 
-    def __init__(self, store, prog, bound, stats, hist, steps):
+    def __init__(self, store, prog, bound, stats, hist, steps, kvstore=None, context=None):
         import tensorstore as ts
 
         self.ts = ts
-        ctx = ts.Context({"cache_pool": {"total_bytes_limit": 0}})
-        open_ = lambda c: ts.open({"driver": "zarr", "kvstore": {"driver": "file", "path": os.path.join(store, c)}},
-                                  read=True, context=ctx).result()
+        ctx = ts.Context(context or {"cache_pool": {"total_bytes_limit": 0}})
+        kvstore = kvstore or (lambda c: {"driver": "file", "path": os.path.join(store, c)})
+        driver = "zarr3" if zarr_format(store) == 3 else "zarr"
+        open_ = lambda c: ts.open({"driver": driver, "kvstore": kvstore(c)}, read=True, context=ctx).result()
         self.sources = [([open_(c) for c in prog], stats[0]), ([open_(c) for c in bound], stats[1])]
         self.states, self.steps = hist + 1, steps
         self.buffers = {}

@@ -299,7 +299,9 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         let stds = given(&args.stds, &file.data.data_stds_location)?.unwrap_or(data.sibling("OM4_stds.zarr"));
         (data, means, stds)
     };
-    let channels = SourceConfig::samudra(data, means, stds, if demo { 3 } else { 19 });
+    // Samudra's channels for as many levels as the store has (19 for OM4; the demo's 3)
+    let levels = if demo { 3 } else { om4_store::Om4Store::open_location(&data)?.levels().map_or(19, <[f64]>::len) };
+    let channels = SourceConfig::samudra(data, means, stds, levels);
     let source_config = SourceConfig {
         prognostic: file.data.prognostic.clone().unwrap_or(channels.prognostic.clone()),
         boundary: file.data.boundary.clone().unwrap_or(channels.boundary.clone()),

@@ -150,57 +150,95 @@ impl Om4Store {
         }
     }
 
-    /// The remote read: tasks in waves of `4 × concurrency`; in each wave, every waiting task
-    /// tries to decode on the pool, then the requests they lacked are fetched together, until all
-    /// are decoded (see `remote`'s module docs). Only a wave's compressed chunks are held at once.
+    /// The remote read, in waves of `2 × concurrency` tasks. In a wave every waiting task tries to
+    /// decode on the pool, then the requests they lacked are fetched together, until all are
+    /// decoded (see `remote`'s module docs); the next wave's first requests are in flight while
+    /// this one decodes. Only two waves' compressed chunks are held at once.
     #[cfg(feature = "s3")]
     fn read_prefetched(
         &self,
-        remote: &crate::remote::Remote,
+        remote: &std::sync::Arc<crate::remote::Remote>,
         pool: &ReadPool,
         set: &ChannelSet,
         tasks: &[(u64, &RunSpec)],
         mut slices: Vec<&mut [f32]>,
         decode: impl Fn(&(u64, &RunSpec), &mut [f32]) -> Result<()> + Sync,
     ) -> Result<()> {
+        use crate::remote::Prefetch;
+        use std::sync::Arc;
+
         /// Fetch rounds one wave may take: a sharded chunk takes two (index, then inner chunk).
         const MAX_ROUNDS: usize = 8;
-        let wave = 4 * remote.concurrency();
-        for (w, (tasks, slices)) in tasks.chunks(wave).zip(slices.chunks_mut(wave)).enumerate() {
-            let prefetch = remote.prefetch();
-            let mut done = vec![false; tasks.len()];
+        struct Wave<'t, 's, 'o> {
+            tasks: &'t [(u64, &'t RunSpec)],
+            slices: &'s mut [&'o mut [f32]],
+            done: Vec<bool>,
+            prefetch: Arc<Prefetch>,
+        }
+        // One attempt of every waiting task of `wave`.
+        let attempt = |wave: &mut Wave<'_, '_, '_>| -> Result<()> {
+            let prefetch = &wave.prefetch;
+            pool.install(|| {
+                wave.tasks
+                    .par_iter()
+                    .zip(wave.slices.par_iter_mut())
+                    .zip(wave.done.par_iter_mut())
+                    .enumerate()
+                    .try_for_each(|(i, ((task, dest), done))| {
+                        if *done {
+                            return Ok(());
+                        }
+                        let (result, waited) = prefetch.attempt(i, || decode(task, dest));
+                        if !waited {
+                            result?;
+                            *done = true;
+                        }
+                        Ok(())
+                    })
+            })
+        };
+        let failed = |wave: &Wave<'_, '_, '_>, tag: usize, e: BoxError| {
+            let (row, r) = wave.tasks[tag.min(wave.tasks.len() - 1)];
+            self.read_error(&set.arrays[r.array], row, &r.levels, e)
+        };
+        let size = 2 * remote.concurrency();
+        let mut waves: Vec<Wave<'_, '_, '_>> = tasks
+            .chunks(size)
+            .zip(slices.chunks_mut(size))
+            .map(|(tasks, slices)| Wave { tasks, slices, done: vec![false; tasks.len()], prefetch: remote.prefetch() })
+            .collect();
+        // Each wave's first requests are in flight before the next wave's, and while the wave
+        // before decodes.
+        let mut ahead = None;
+        if let Some(first) = waves.first_mut() {
+            attempt(first)?;
+            ahead = Some(remote.start_fetch(&first.prefetch));
+        }
+        for k in 0..waves.len() {
+            let (current, rest) = waves[k..].split_first_mut().expect("k < len");
+            if let Some(fetching) = ahead.take() {
+                let _fetch = tracing::debug_span!("om4_fetch_wait", wave = k).entered();
+                fetching.wait().map_err(|(tag, e)| failed(current, tag, e.into()))?;
+            }
+            if let Some(next) = rest.first_mut() {
+                attempt(next)?;
+                ahead = Some(remote.start_fetch(&next.prefetch));
+            }
             for round in 0.. {
-                pool.install(|| {
-                    tasks.par_iter().zip(slices.par_iter_mut()).zip(done.par_iter_mut()).enumerate().try_for_each(
-                        |(i, ((task, dest), done))| {
-                            if *done {
-                                return Ok(());
-                            }
-                            let (result, waited) = prefetch.attempt(i, || decode(task, dest));
-                            if !waited {
-                                result?;
-                                *done = true;
-                            }
-                            Ok(())
-                        },
-                    )
-                })?;
-                if prefetch.pending() == 0 {
+                attempt(current)?;
+                if current.prefetch.pending() == 0 {
                     break;
                 }
                 if round == MAX_ROUNDS {
-                    let (row, r) = tasks[done.iter().position(|d| !d).unwrap_or(0)];
+                    let tag = current.done.iter().position(|d| !d).unwrap_or(0);
                     let reason = format!("still waiting for requests after {MAX_ROUNDS} rounds of fetches");
-                    return Err(self.read_error(&set.arrays[r.array], row, &r.levels, reason.into()));
+                    return Err(failed(current, tag, reason.into()));
                 }
-                let _fetch =
-                    tracing::debug_span!("om4_fetch", wave = w, round, requests = prefetch.pending()).entered();
-                remote.fetch_pending(&prefetch).map_err(|(tag, e)| {
-                    let (row, r) = tasks[tag.min(tasks.len() - 1)];
-                    self.read_error(&set.arrays[r.array], row, &r.levels, e.into())
-                })?;
+                let _fetch = tracing::debug_span!("om4_fetch", wave = k, round).entered();
+                remote.fetch_pending(&current.prefetch).map_err(|(tag, e)| failed(current, tag, e.into()))?;
             }
-            debug_assert!(done.iter().all(|d| *d));
+            debug_assert!(current.done.iter().all(|d| *d));
+            current.prefetch = remote.prefetch(); // this wave's chunks are decoded: let them go
         }
         Ok(())
     }

@@ -84,6 +84,87 @@ impl Part {
     }
 }
 
+/// The longest request that adjacent byte ranges of one object are merged into.
+const MAX_COALESCED_BYTES: u64 = 64 << 20;
+
+/// One request sent for one or more recorded parts: a byte range covering adjacent ranges of the
+/// same object (the inner chunks of a shard one read needs), or a part on its own.
+struct Request {
+    part: Part,
+    /// The parts it answers, each with its `(offset, length)` in the answer (`None`: all of it).
+    members: Vec<(Part, Option<(u64, u64)>)>,
+    tag: usize,
+}
+
+impl Request {
+    /// The answer of each member part.
+    fn split(self, answer: Fetched) -> Vec<(Part, Fetched)> {
+        self.members
+            .into_iter()
+            .map(|(part, slice)| {
+                let mine = match (&answer, slice) {
+                    (Fetched::Bytes(bytes), Some((offset, len))) => {
+                        Fetched::Bytes(bytes.slice(offset as usize..(offset + len) as usize))
+                    }
+                    (other, _) => other.clone(),
+                };
+                (part, mine)
+            })
+            .collect()
+    }
+}
+
+/// Adjacent byte ranges of one object, being merged into one request.
+struct Run {
+    key: String,
+    start: u64,
+    end: u64,
+    /// Each part with its own start and length.
+    members: Vec<(Part, u64, u64)>,
+    tag: usize,
+}
+
+impl Run {
+    fn request(self) -> Request {
+        let start = self.start;
+        Request {
+            part: Part::Range(self.key, Span::From(start, Some(self.end - start))),
+            members: self.members.into_iter().map(|(p, s, len)| (p, Some((s - start, len)))).collect(),
+            tag: self.tag,
+        }
+    }
+}
+
+/// The requests for `parts`: bounded byte ranges of one object that touch or overlap are merged
+/// (up to [`MAX_COALESCED_BYTES`]), everything else goes alone.
+fn coalesce(parts: Vec<(Part, usize)>) -> Vec<Request> {
+    let mut requests = Vec::with_capacity(parts.len());
+    let mut ranges: Vec<(String, u64, u64, Part, usize)> = Vec::new();
+    for (part, tag) in parts {
+        match &part {
+            Part::Range(key, Span::From(start, Some(len))) => ranges.push((key.clone(), *start, *len, part, tag)),
+            _ => requests.push(Request { members: vec![(part.clone(), None)], part, tag }),
+        }
+    }
+    ranges.sort_by(|a, b| (&a.0, a.1, a.2).cmp(&(&b.0, b.1, b.2)));
+    let mut open: Option<Run> = None;
+    for (key, start, len, part, tag) in ranges {
+        let end = start + len;
+        match &mut open {
+            Some(run) if run.key == key && start <= run.end && end.max(run.end) - run.start <= MAX_COALESCED_BYTES => {
+                run.end = end.max(run.end);
+                run.members.push((part, start, len));
+            }
+            _ => {
+                requests.extend(open.take().map(Run::request));
+                open = Some(Run { key, start, end, members: vec![(part, start, len)], tag });
+            }
+        }
+    }
+    requests.extend(open.map(Run::request));
+    requests
+}
+
 /// An answer: bytes, a size, or "no such object" (404).
 #[derive(Debug, Clone)]
 enum Fetched {
@@ -136,6 +217,31 @@ impl Prefetch {
     }
 }
 
+/// Requests being fetched in the background for a [`Prefetch`] (see [`Remote::start_fetch`]).
+pub(crate) struct Fetching {
+    task: Option<tokio::task::JoinHandle<Result<(), (usize, StorageError)>>>,
+    remote: Arc<Remote>,
+}
+
+impl Fetching {
+    /// Waits until every request is answered, or the first fails (the rest are then dropped).
+    pub(crate) fn wait(mut self) -> Result<(), (usize, StorageError)> {
+        let Some(task) = self.task.take() else { return Ok(()) };
+        match self.remote.block_on(task).map_err(|e| (0, e))? {
+            Ok(result) => result,
+            Err(e) => Err((0, StorageError::Other(format!("fetching requests failed: {e}")))),
+        }
+    }
+}
+
+impl Drop for Fetching {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
 /// What a lookup in the running attempt found.
 enum Lookup {
     /// No attempt of this store runs on this thread: fetch directly.
@@ -155,6 +261,8 @@ pub(crate) struct Remote {
     /// `s3://bucket/path`, to name objects in errors.
     url: String,
     concurrency: usize,
+    /// `concurrency` permits: every request of the store holds one while it is in flight.
+    permits: Arc<tokio::sync::Semaphore>,
     counters: Counters,
     /// Shard indexes (suffix ranges) read so far, and their bytes.
     indexes: Mutex<(HashMap<Part, Bytes>, usize)>,
@@ -234,12 +342,13 @@ impl Remote {
             runtime,
             url: loc.to_string(),
             concurrency,
+            permits: Arc::new(tokio::sync::Semaphore::new(concurrency)),
             counters: Counters::default(),
             indexes: Mutex::new((HashMap::new(), 0)),
         })
     }
 
-    /// Requests in flight at most while a read's requests are fetched.
+    /// Requests in flight at most.
     pub(crate) fn concurrency(&self) -> usize {
         self.concurrency
     }
@@ -265,24 +374,36 @@ impl Remote {
         })
     }
 
-    /// Fetches every request `prefetch`'s attempts recorded, `concurrency` at a time, into its
-    /// answers. On a failure the requests still in flight are dropped and the error names the
-    /// object, with the tag of the first task that asked for it.
-    pub(crate) fn fetch_pending(&self, prefetch: &Prefetch) -> Result<(), (usize, StorageError)> {
+    /// Starts fetching every request `prefetch`'s attempts recorded, in the background on the
+    /// store's runtime (no more than `concurrency` of the store's requests in flight at once), into
+    /// its answers. [`Fetching::wait`] waits for them; dropping it cancels what is still in flight.
+    pub(crate) fn start_fetch(self: &Arc<Self>, prefetch: &Arc<Prefetch>) -> Fetching {
         let parts: Vec<(Part, usize)> = lock(&prefetch.pending).drain().collect();
         self.counters.rounds.fetch_add(1, Ordering::Relaxed);
-        let fetches = futures::stream::iter(parts)
-            .map(|(part, tag)| async move {
-                match self.fetch(&part).await {
-                    Ok(answer) => Ok((part, answer)),
-                    Err(e) => Err((tag, self.named(part.key(), e))),
-                }
-            })
-            .buffer_unordered(self.concurrency)
-            .try_collect::<Vec<_>>();
-        let answers = self.block_on(fetches).map_err(|e| (0, e))??;
-        lock(&prefetch.cache).extend(answers);
-        Ok(())
+        let (remote, prefetch) = (Arc::clone(self), Arc::clone(prefetch));
+        let task = self.runtime.spawn(async move {
+            let remote = &remote;
+            let answers = futures::stream::iter(coalesce(parts))
+                .map(|request| async move {
+                    match remote.fetch(&request.part).await {
+                        Ok(answer) => Ok(request.split(answer)),
+                        Err(e) => Err((request.tag, remote.named(request.part.key(), e))),
+                    }
+                })
+                .buffer_unordered(remote.concurrency)
+                .try_collect::<Vec<_>>()
+                .await?;
+            lock(&prefetch.cache).extend(answers.into_iter().flatten());
+            Ok(())
+        });
+        Fetching { task: Some(task), remote: Arc::clone(self) }
+    }
+
+    /// Fetches every request `prefetch`'s attempts recorded and waits for them. On a failure the
+    /// requests still in flight are dropped and the error names the object, with the tag of the
+    /// first task that asked for it.
+    pub(crate) fn fetch_pending(self: &Arc<Self>, prefetch: &Arc<Prefetch>) -> Result<(), (usize, StorageError)> {
+        self.start_fetch(prefetch).wait()
     }
 
     fn named(&self, key: &str, e: impl std::error::Error) -> StorageError {
@@ -301,8 +422,10 @@ impl Remote {
         Ok(self.runtime.block_on(future))
     }
 
-    /// Sends one request.
+    /// Sends one request, holding one of the store's permits while it is in flight.
     async fn fetch(&self, part: &Part) -> Result<Fetched, object_store::Error> {
+        let _permit =
+            self.permits.acquire().await.map_err(|e| object_store::Error::Generic { store: "S3", source: e.into() })?;
         let path = object_store::path::Path::from(part.key());
         let result = match part {
             Part::Size(_) => {
@@ -475,5 +598,58 @@ impl ListableStorageTraits for Remote {
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
         self.counters.lists.fetch_add(1, Ordering::Relaxed);
         self.block_on(self.lister.size_prefix(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(key: &str, start: u64, len: u64) -> Part {
+        Part::Range(key.into(), Span::From(start, Some(len)))
+    }
+
+    #[test]
+    fn adjacent_ranges_of_one_object_merge() {
+        let parts = vec![
+            (range("a/c/0", 100, 50), 1),
+            (range("a/c/0", 0, 100), 0),
+            (range("a/c/0", 150, 10), 2),
+            (range("a/c/0", 400, 10), 3), // a gap: its own request
+            (range("b/c/0", 160, 10), 4), // another object
+            (Part::Whole("a/0.0".into()), 5),
+            (Part::Range("a/c/0".into(), Span::Suffix(36)), 6), // an index: alone
+        ];
+        let mut requests = coalesce(parts);
+        requests.sort_by_key(|r| r.tag);
+        let got: Vec<(Part, usize)> = requests.iter().map(|r| (r.part.clone(), r.members.len())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (range("a/c/0", 0, 160), 3),
+                (range("a/c/0", 400, 10), 1),
+                (range("b/c/0", 160, 10), 1),
+                (Part::Whole("a/0.0".into()), 1),
+                (Part::Range("a/c/0".into(), Span::Suffix(36)), 1),
+            ]
+        );
+        // the merged answer splits back into each part's own bytes
+        let merged = requests.remove(0);
+        let answer = Fetched::Bytes(Bytes::from((0..160u8).collect::<Vec<u8>>()));
+        for (part, fetched) in merged.split(answer) {
+            let (Part::Range(_, Span::From(start, Some(len))), Fetched::Bytes(bytes)) = (&part, fetched) else {
+                panic!("{part:?}")
+            };
+            assert_eq!(bytes.to_vec(), (*start as u8..(*start + *len) as u8).collect::<Vec<u8>>());
+        }
+    }
+
+    #[test]
+    fn a_missing_object_is_missing_for_every_merged_part() {
+        let mut requests = coalesce(vec![(range("k", 0, 4), 0), (range("k", 4, 4), 1)]);
+        assert_eq!(requests.len(), 1);
+        let parts = requests.remove(0).split(Fetched::Missing);
+        assert_eq!(parts.len(), 2);
+        assert!(parts.iter().all(|(_, f)| matches!(f, Fetched::Missing)));
     }
 }

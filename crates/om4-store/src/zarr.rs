@@ -95,8 +95,8 @@ impl Store {
 
     /// The remote storage, for a store on object storage.
     #[cfg(feature = "s3")]
-    pub(crate) fn remote(&self) -> Option<&crate::remote::Remote> {
-        self.remote.as_deref()
+    pub(crate) fn remote(&self) -> Option<&Arc<crate::remote::Remote>> {
+        self.remote.as_ref()
     }
 }
 

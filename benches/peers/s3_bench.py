@@ -1,0 +1,402 @@
+"""om4 against TensorStore's S3 driver and zarr-python (obstore) on the same S3 bucket, with
+per-request latency added by benches/peers/latency_proxy.rs: raw windows and Samudra batches.
+
+The stores are synthesized locally (`om4 synth`), uploaded to the local S3 server of
+scripts/s3-server.sh (moto, 127.0.0.1), and read through one proxy per latency (0, 10, 50 ms
+before each request is forwarded). Every reader fills one reused (steps, channels, y, x) float32
+buffer per window with the channels in om4's order; each reader's first window is compared with
+om4's (`om4 bench read --check-out`) before any timing, and a reader that differs is reported and
+not timed. Rounds interleave the readers. om4 reports its requests per open and per window.
+Run through s3.sh.
+"""
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (the local-file harness: channel maps, the TensorStore batch reader)
+
+BUCKET = "om4-bench"
+
+
+# ------------------------------------------------------------------------------ server, proxy
+def make_bucket(endpoint):
+    """A public bucket (anonymous GET and LIST), as Samudra's data is published."""
+    if KEY is not None:  # a server that needs signatures (s3s-fs): s3.sh made the bucket as a folder
+        return
+    req = urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT")
+    try:
+        urllib.request.urlopen(req)
+    except urllib.error.HTTPError as e:
+        if e.code != 409:  # already there
+            raise
+    # a server without bucket policies (s3s-fs) serves anonymous reads without one
+    policy = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": "*",
+                         "Action": ["s3:GetObject", "s3:ListBucket"],
+                         "Resource": [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"]}]}).encode()
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}?policy", data=policy, method="PUT",
+                                                      headers={"Content-Type": "application/json"}))
+    except urllib.error.HTTPError as e:
+        print(f"bucket policy not set ({e.code}); reads must be allowed without it", file=sys.stderr)
+
+
+def upload(endpoint, local_dir, prefix):
+    """Every file under local_dir to s3://BUCKET/prefix/, 16 at a time; returns the object count."""
+    import obstore
+    from obstore.store import S3Store
+
+    key = KEY or ("x", "x")
+    store = S3Store(BUCKET, endpoint=endpoint, region="us-east-1", access_key_id=key[0], secret_access_key=key[1],
+                    client_options={"allow_http": True})
+    files = [os.path.join(d, f) for d, _, fs in os.walk(local_dir) for f in fs if not f.startswith(".done")]
+
+    def put(path):
+        with open(path, "rb") as f:
+            obstore.put(store, f"{prefix}/{os.path.relpath(path, local_dir)}", f.read())
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, files))
+    return len(files)
+
+
+class Proxy:
+    """benches/peers/latency_proxy.rs in front of the server: every request `latency_ms` later."""
+
+    def __init__(self, binary, upstream, latency_ms):
+        port = urllib.parse.urlparse(upstream).port
+        self.proc = subprocess.Popen([binary, str(port), str(latency_ms)], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("port "), line
+        self.url = f"http://127.0.0.1:{line.split()[1]}"
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+# ------------------------------------------------------------------------------------ readers
+# Credentials: None (anonymous, a public bucket) or (key id, secret), from --key.
+KEY = None
+
+
+def kv_tensorstore(endpoint, key):
+    creds = {"type": "anonymous"} if KEY is None else {"type": "environment"}
+    return {"driver": "s3", "bucket": BUCKET, "path": key + "/", "endpoint": endpoint, "aws_region": "us-east-1",
+            "aws_credentials": creds}
+
+
+def obstore_s3(endpoint, prefix=None):
+    from obstore.store import S3Store
+
+    auth = dict(skip_signature=True) if KEY is None else dict(access_key_id=KEY[0], secret_access_key=KEY[1])
+    return S3Store(BUCKET, prefix=prefix, endpoint=endpoint, region="us-east-1", client_options={"allow_http": True}, **auth)
+
+
+def om4_remote(endpoint):
+    """om4's flags and environment for the bucket."""
+    env = dict(os.environ)
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        env.pop(k, None)
+    if KEY is None:
+        return ["--endpoint-url", endpoint, "--anon"], env
+    return ["--endpoint-url", endpoint], env | {"AWS_ACCESS_KEY_ID": KEY[0], "AWS_SECRET_ACCESS_KEY": KEY[1]}
+
+
+def ts_context(concurrency):
+    return {"cache_pool": {"total_bytes_limit": 0}, "s3_request_concurrency": {"limit": concurrency}}
+
+
+def reader_tensorstore(endpoint, prefix, local, cmap, steps, concurrency):
+    import tensorstore as ts
+
+    driver = "zarr3" if bench.zarr_format(local) == 3 else "zarr"
+    ctx = ts.Context(ts_context(concurrency))
+    arrays = {a: ts.open({"driver": driver, "kvstore": kv_tensorstore(endpoint, f"{prefix}/{a}")}, read=True, context=ctx).result()
+              for a, _ in cmap}
+    views = {}
+
+    def read(t0, out):
+        key = out.ctypes.data
+        if key not in views:
+            views[key] = [ts.array(out[:, i], copy=False, write=True) for i in range(len(cmap))]
+        futures = []
+        for view, (a, k) in zip(views[key], cmap):
+            src = arrays[a][t0:t0 + steps] if k is None else arrays[a][t0:t0 + steps, k]
+            futures.append(view.write(src))
+        for f in futures:
+            f.result()
+
+    return read
+
+
+def reader_zarr_obstore(endpoint, prefix, local, cmap, steps, concurrency):
+    """zarr-python 3 over obstore's S3 client, the channels read one after another (each read's
+    chunks fetched concurrently by zarr-python, `async.concurrency` at a time)."""
+    import zarr
+    from zarr.storage import ObjectStore
+
+    zarr.config.set({"async.concurrency": concurrency,
+                     "codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"})
+    g = zarr.open_group(ObjectStore(obstore_s3(endpoint, prefix), read_only=True), mode="r")
+    arrays = {a: g[a] for a, _ in cmap}
+
+    def read(t0, out):
+        for i, (a, k) in enumerate(cmap):
+            arr = arrays[a]
+            out[:, i] = arr[t0:t0 + steps] if k is None else arr[t0:t0 + steps, k]
+
+    return read
+
+
+READERS = {"tensorstore_s3": reader_tensorstore, "zarr_python_obstore": reader_zarr_obstore}
+
+
+def om4_read(args, url, endpoint, starts, steps, repeats, check_out=None):
+    remote, env = om4_remote(endpoint)
+    cmd = [args.om4, "bench", "read", url, *remote, "--concurrency", str(args.concurrency),
+           "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", str(repeats), "--json"]
+    if check_out:
+        cmd += ["--check-out", check_out]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
+
+
+# ---------------------------------------------------------------------------------- workloads
+def raw_windows(args, name, local, endpoint, latency):
+    info = bench.store_layout(args.om4, local)
+    channels = info["channels"]
+    cmap = bench.channel_map(local, channels)
+    ny, nx = info["grid"]["y"], info["grid"]["x"]
+    steps, t = args.steps, info["time"]["steps"]
+    rng = random.Random(args.seed)
+    starts = [rng.randrange(0, t - steps + 1) for _ in range(args.windows)]
+    window_bytes = steps * len(channels) * ny * nx * 4
+    url = f"s3://{BUCKET}/{name}/OM4.zarr"
+    ref_path = os.path.join(args.workdir, "om4_first_window.npy")
+    first = om4_read(args, url, endpoint, starts[:1], steps, 1, check_out=ref_path)
+    reference = np.load(ref_path)
+    buf = np.empty((steps, len(channels), ny, nx), dtype=np.float32)
+    readers, status, opens = {}, {}, {"om4": first["open_plus_first_window_s"]}
+    for rname in args.readers:
+        try:
+            t0 = time.perf_counter()
+            read = READERS[rname](endpoint, f"{name}/OM4.zarr", local, cmap, steps, args.concurrency)
+            buf.fill(-1.0)
+            read(starts[0], buf)
+            opens[rname] = time.perf_counter() - t0
+            if np.array_equal(buf, reference, equal_nan=True):
+                readers[rname], status[rname] = read, "equal to om4"
+            else:
+                status[rname] = "DIFFERS from om4: not timed"
+        except Exception as e:  # reported, not fatal
+            status[rname] = f"failed: {type(e).__name__}: {e}"
+    rounds = {"om4": []} | {n: [] for n in readers}
+    om4_requests = None
+    for r in range(args.rounds):
+        order = ["om4"] + list(readers)
+        order = order[r % len(order):] + order[:r % len(order)]
+        for rname in order:
+            if rname == "om4":
+                res = om4_read(args, url, endpoint, starts, steps, 1)
+                rounds["om4"].append(res["gb_per_s_best"])
+                om4_requests = res["requests"]
+                continue
+            t0 = time.perf_counter()
+            for s in starts:
+                readers[rname](s, buf)
+            rounds[rname].append(window_bytes * len(starts) / (time.perf_counter() - t0) / 1e9)
+    out = {"store": name, "latency_ms": latency, "codecs": info["codecs"], "channels": len(channels), "grid": [ny, nx],
+           "steps": steps, "windows": len(starts), "window_mb": window_bytes / 1e6, "rounds": args.rounds,
+           "status": status, "open_plus_first_window_s": opens, "om4_requests": om4_requests, "readers": {}}
+    for rname, gbs in rounds.items():
+        out["readers"][rname] = {"gb_per_s_median": statistics.median(gbs), "gb_per_s_best": max(gbs),
+                                 "om4_ratio_per_round": [o / g for o, g in zip(rounds["om4"], gbs)]}
+    return out
+
+
+def samudra_batches(args, name, local, endpoint, latency, batch_size):
+    """om4's Samudra batch (`om4 bench batch`) against TensorStore + dedup over S3, the statistics
+    and masks read once from the local copy for the Python side."""
+    import zarr
+
+    work = os.path.join(args.workdir, "om4_batch")
+    url = f"s3://{BUCKET}/{name}/OM4.zarr"
+    levels, hist, steps = args.levels, 1, 4
+    remote, env = om4_remote(endpoint)
+    cmd = [args.om4, "bench", "batch", url, *remote, "--concurrency", str(args.concurrency),
+           "--levels", str(levels), "--history", str(hist), "--steps", str(steps), "--batch-size", str(batch_size),
+           "--batches", str(args.batches), "--repeats", "2", "--check-out", work, "--json"]
+    om4 = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
+    batches = json.load(open(os.path.join(work, "samples.json")))["batches"]
+    names = [f"{v}_{k}" for v in ("uo", "vo", "thetao", "so") for k in range(levels)] + ["zos"]
+    bound = ["tauuo", "tauvo", "hfds"]
+    ds = zarr.open_group(local, mode="r")
+    root = os.path.dirname(local)
+    means, stds = zarr.open_group(os.path.join(root, "OM4_means.zarr"), mode="r"), zarr.open_group(os.path.join(root, "OM4_stds.zarr"), mode="r")
+
+    def stats(chans):
+        mean = np.array([np.asarray(means[c][...]) for c in chans], dtype=np.float32).reshape(1, -1, 1, 1)
+        std = np.array([np.asarray(stds[c][...]) for c in chans], dtype=np.float32).reshape(1, -1, 1, 1)
+        level = lambda c: int(c.rsplit("_", 1)[1]) if c.rsplit("_", 1)[-1].isdigit() else 0
+        wet = np.stack([np.asarray(ds[f"mask_{level(c)}"][...]).astype(bool) for c in chans])[None]
+        return mean, std, wet
+
+    ctx_spec = ts_context(args.concurrency)
+    kv = lambda c: kv_tensorstore(endpoint, f"{name}/OM4.zarr/{c}")
+    dedup = bench.TensorStoreDedupBatch(local, names, bound, (stats(names), stats(bound)), hist, steps, kvstore=kv, context=ctx_spec)
+    first = dedup(batches[0])
+    equal = all(np.array_equal(inp, np.load(os.path.join(work, f"step{k}_input.npy")), equal_nan=True)
+                and np.array_equal(lab, np.load(os.path.join(work, f"step{k}_label.npy")), equal_nan=True)
+                for k, (inp, lab) in enumerate(first))
+    for b in batches:  # one untimed pass, as om4 bench batch does
+        dedup(b)
+    times = []
+    for b in batches:
+        t0 = time.perf_counter()
+        dedup(b)
+        times.append((time.perf_counter() - t0) * 1e3)
+    ts_ms, o = statistics.median(times), om4["ms_per_batch_median"]
+    return {"store": name, "latency_ms": latency, "batch_size": batch_size, "batches": len(batches),
+            "om4_ms_per_batch_median": o, "tensorstore_dedup_ms_per_batch_median": ts_ms,
+            "om4_speedup_vs_tensorstore_dedup": ts_ms / o, "tensorstore_equal_to_om4": equal,
+            "planes_unique": om4["planes_unique_last"], "om4_open_plus_first_batch_s": om4.get("open_plus_first_batch_s")}
+
+
+# ------------------------------------------------------------------------------ plot, tables
+def plot(raw, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stores = sorted({r["store"] for r in raw})
+    fig, axes = plt.subplots(1, len(stores), figsize=(5 * len(stores), 4.2), squeeze=False)
+    for ax, store in zip(axes[0], stores):
+        rows = sorted((r for r in raw if r["store"] == store), key=lambda r: r["latency_ms"])
+        names = ["om4"] + [n for n in READERS if any(n in r["readers"] for r in rows)]
+        width = 0.8 / len(names)
+        for j, n in enumerate(names):
+            ys = [r["readers"].get(n, {}).get("gb_per_s_median", 0.0) for r in rows]
+            ax.bar([i + j * width for i in range(len(rows))], ys, width, label=n)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))])
+        ax.set_xticklabels([f"{r['latency_ms']:g} ms" for r in rows])
+        ax.set_xlabel("latency added per request")
+        ax.set_ylabel("GB/s (median of rounds, decompressed)")
+        ax.set_title(f"{store}: raw windows from S3 (moto, loopback)", fontsize=9)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def markdown(raw, batches, args):
+    out = [f"Median GB/s of decompressed planes over {args.rounds} interleaved rounds (in brackets om4's ratio to that "
+           "reader per round); om4's throughput at that latency over its own at 0 ms; om4's requests per window "
+           "(GETs, fetch rounds) and per open.", "",
+           "| store | latency | om4 | TensorStore S3 | zarr-python + obstore | om4 vs own 0 ms | om4 GETs / rounds per window | om4 open GETs | open + first window s (om4 / TensorStore / zarr-python) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    zero = {r["store"]: r["readers"]["om4"]["gb_per_s_median"] for r in raw if r["latency_ms"] == 0}
+    for r in sorted(raw, key=lambda r: (r["store"], r["latency_ms"])):
+        cell = lambda n: ("—" if n not in r["readers"] else
+                          f"{r['readers'][n]['gb_per_s_median']:.3f} ({', '.join(f'{x:.2f}' for x in r['readers'][n]['om4_ratio_per_round'])}×)")
+        o = r["readers"]["om4"]["gb_per_s_median"]
+        q = r["om4_requests"] or {}
+        pw, op = q.get("per_window", {}), q.get("open", {})
+        opens = " / ".join(f"{r['open_plus_first_window_s'][n]:.2f}" if n in r["open_plus_first_window_s"] else "—"
+                           for n in ["om4", "tensorstore_s3", "zarr_python_obstore"])
+        out.append(f"| {r['store']} | {r['latency_ms']:g} ms | {o:.3f} | {cell('tensorstore_s3')} | {cell('zarr_python_obstore')} | "
+                   f"{o / zero[r['store']]:.2f} | {pw.get('gets', 0):.0f} / {pw.get('rounds', 0):.1f} | {op.get('gets', 0)} | {opens} |")
+    bad = [f"{r['store']} {r['latency_ms']:g} ms {n}: {s}" for r in raw for n, s in r["status"].items() if s != "equal to om4"]
+    if bad:
+        out += ["", "Not timed: " + "; ".join(bad)]
+    if batches:
+        out += ["", "Samudra batches from S3 (hist 1, steps 4; median ms per batch; TensorStore + dedup's first batch equal to om4's bit for bit):", "",
+                "| store | latency | batch | unique planes | om4 | TensorStore + dedup | om4 open + first batch |", "|---|---|---|---|---|---|---|"]
+        for b in sorted(batches, key=lambda b: (b["store"], b["batch_size"], b["latency_ms"])):
+            out.append(f"| {b['store']} | {b['latency_ms']:g} ms | {b['batch_size']} | {b['planes_unique']} | {b['om4_ms_per_batch_median']:.0f} | "
+                       f"{b['tensorstore_dedup_ms_per_batch_median']:.0f} ({b['om4_speedup_vs_tensorstore_dedup']:.1f}×)"
+                       f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {b['om4_open_plus_first_batch_s']:.2f} s |")
+    return "\n".join(out) + "\n"
+
+
+def write_tables(path, text):
+    doc = open(path).read()
+    begin, end = "<!-- peers-s3:begin -->\n", "<!-- peers-s3:end -->"
+    i, j = doc.index(begin) + len(begin), doc.index(end)
+    with open(path, "w") as f:
+        f.write(doc[:i] + text + doc[j:])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--om4", required=True)
+    p.add_argument("--endpoint", required=True, help="the S3 server (scripts/s3-server.sh's OM4_S3_ENDPOINT)")
+    p.add_argument("--proxy", default="target/release/examples/latency_proxy")
+    p.add_argument("--store", action="append", default=[], help="a local store directory holding OM4.zarr (repeatable)")
+    p.add_argument("--batch-store", action="append", default=[], help="also time Samudra batches on this store (a --store)")
+    p.add_argument("--latencies", default="0,10,50")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--windows", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--concurrency", type=int, default=256, help="requests in flight, the same for every reader")
+    p.add_argument("--levels", type=int, default=19)
+    p.add_argument("--batch-sizes", default="1,4")
+    p.add_argument("--batches", type=int, default=3)
+    p.add_argument("--readers", default=",".join(READERS))
+    p.add_argument("--key", help="ID:SECRET to sign requests with (a server that needs signatures); default anonymous")
+    p.add_argument("--workdir", default="/tmp")
+    p.add_argument("--out", required=True)
+    p.add_argument("--plot")
+    p.add_argument("--tables")
+    p.add_argument("--from-json", action="store_true")
+    args = p.parse_args()
+    args.readers = [r for r in args.readers.split(",") if r]
+    global KEY
+    if args.key:
+        KEY = tuple(args.key.split(":", 1))
+        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = KEY  # TensorStore's "environment"
+    if args.from_json:
+        saved = json.load(open(args.out))
+    else:
+        make_bucket(args.endpoint)
+        for local in args.store:
+            n = upload(args.endpoint, local, os.path.basename(local.rstrip("/")))
+            print(f"uploaded {local}: {n} objects", file=sys.stderr, flush=True)
+        saved = {"raw_windows": [], "samudra_batch": [], "concurrency": args.concurrency}
+        for latency in map(float, args.latencies.split(",")):
+            proxy = Proxy(args.proxy, args.endpoint, latency)
+            try:
+                for local in args.store:
+                    name = os.path.basename(local.rstrip("/"))
+                    r = raw_windows(args, name, os.path.join(local, "OM4.zarr"), proxy.url, latency)
+                    print(json.dumps(r), flush=True)
+                    saved["raw_windows"].append(r)
+                for local in args.batch_store:
+                    name = os.path.basename(local.rstrip("/"))
+                    for b in map(int, args.batch_sizes.split(",")):
+                        r = samudra_batches(args, name, os.path.join(local, "OM4.zarr"), proxy.url, latency, b)
+                        print(json.dumps(r), flush=True)
+                        saved["samudra_batch"].append(r)
+            finally:
+                proxy.stop()
+        with open(args.out, "w") as f:
+            json.dump(saved, f, indent=1)
+    if args.plot:
+        plot(saved["raw_windows"], args.plot)
+    if args.tables:
+        write_tables(args.tables, markdown(saved["raw_windows"], saved["samudra_batch"], args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# train_samudra trains from S3: one epoch on the demo store from its local folder, then from its
+# copy in a bucket of the local S3 server (moto on 127.0.0.1, scripts/s3-server.sh), configured in
+# Samudra's own form (`data_location: {type: s3, endpoint_url, anon, bucket, path}`); the two runs
+# must print the same train and validation losses. Run by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+eval "$(scripts/s3-server.sh)"
+cargo build --release --locked --features s3 --example train_samudra
+bin=target/release/examples/train_samudra
+dir=target/s3-train-check
+rm -rf "$dir"; mkdir -p "$dir"
+OM4_DEMO_DIR="$dir/demo" "$bin" --epochs 0 >/dev/null   # writes the demo store, trains nothing
+target/s3-server/venv/bin/python scripts/s3-upload.py "$OM4_S3_ENDPOINT" "$dir/demo" om4-train demo
+common='  train_time: {end: "1959-07-01"}
+  val_time: {start: "1959-07-01"}
+train: {epochs: 1, learning_rate: 0.002, steps: 2}'
+cat > "$dir/local.yaml" <<YAML
+data:
+  data_location: $dir/demo/OM4.zarr
+$common
+YAML
+s3() { echo "{type: s3, endpoint_url: \"$OM4_S3_ENDPOINT\", anon: true, bucket: om4-train, path: demo/$1}"; }
+cat > "$dir/s3.yaml" <<YAML
+data:
+  data_location: $(s3 OM4.zarr)
+  data_means_location: $(s3 OM4_means.zarr)
+  data_stds_location: $(s3 OM4_stds.zarr)
+$common
+YAML
+"$bin" --config "$dir/local.yaml" | tee "$dir/local.log"
+"$bin" --config "$dir/s3.yaml" | tee "$dir/s3.log"
+losses() { grep -o 'train loss [0-9.]*  val loss [0-9.]*' "$1"; }
+if [ -z "$(losses "$dir/local.log")" ] || [ "$(losses "$dir/local.log")" != "$(losses "$dir/s3.log")" ]; then
+  echo "the epoch from S3 differs from the local one: $(losses "$dir/local.log") / $(losses "$dir/s3.log")"; exit 1
+fi
+echo "same losses from the local store and from S3: $(losses "$dir/s3.log")"
