@@ -17,13 +17,20 @@ impl Om4Store {
     pub fn masks(&self, set: &ChannelSet) -> Result<LandMask> {
         let plane = set.grid.plane();
         // Each mask array is read once, however many channels use it (a compact wetmask serves all levels).
-        let mut arrays = BTreeMap::new();
+        let sources = set
+            .channels
+            .iter()
+            .map(|ch| self.mask_source(ch.mask_level(), set.grid, &ch.name))
+            .collect::<Result<Vec<_>>>()?;
+        let mut names: Vec<&str> = sources.iter().map(|(name, _)| name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut arrays = self.read_coords(&names)?;
         let mut wet = Vec::with_capacity(set.len() * plane);
-        for ch in &set.channels {
-            let (name, offset) = self.mask_source(ch.mask_level(), set.grid, &ch.name)?;
-            let values = self.read_once(&mut arrays, &name)?;
+        for (name, offset) in &sources {
+            let values = self.read_once(&mut arrays, name)?;
             // Samudra casts masks with `.bool()`: any non-zero value, NaN included, is ocean.
-            wet.extend(values[offset..offset + plane].iter().map(|&v| v != 0.0));
+            wet.extend(values[*offset..*offset + plane].iter().map(|&v| v != 0.0));
         }
         LandMask::new(set.len(), plane, wet).map_err(|e| Error::Request { reason: e.to_string() })
     }

@@ -2,7 +2,6 @@
 //! mean and population standard deviation (ddof 0) over every ocean cell (the channel's land mask
 //! applied, NaN skipped) of every time step of a selection, and the statistics stores written from them.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use om4_batch::Precision;
@@ -196,22 +195,29 @@ impl StatsStore {
     /// # Errors
     /// As [`values`](Self::values).
     pub fn values_with_precision(&self, set: &ChannelSet) -> Result<(Vec<f64>, Precision)> {
-        // A compact variable's `lev` vector is read once for all its levels.
-        let mut arrays = BTreeMap::new();
+        let s = &self.store;
+        let sources = set.channels.iter().map(|ch| self.source(ch)).collect::<Result<Vec<_>>>()?;
+        // Each array is read once (a compact variable's `lev` vector serves all its levels), all
+        // of them together: one round trip from a remote store.
+        let mut names: Vec<&str> = sources.iter().map(|(name, _)| name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let arrays = s.read_coords(&names)?;
         let mut wide = false;
-        let values = set
-            .channels
-            .iter()
-            .map(|ch| {
-                let (v, dtype) = self.value(ch, &mut arrays)?;
-                wide |= dtype == "float64";
-                Ok(v)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let mut values = Vec::with_capacity(sources.len());
+        for (ch, (name, index)) in set.channels.iter().zip(&sources) {
+            let v = arrays[name][*index];
+            if !v.is_finite() {
+                return Err(s.invalid(name, format!("statistic for {:?} is {v}", ch.name)));
+            }
+            wide |= s.arrays[name].dtype == "float64";
+            values.push(v);
+        }
         Ok((values, if wide { Precision::F64 } else { Precision::F32 }))
     }
 
-    fn value(&self, ch: &Channel, arrays: &mut BTreeMap<String, Vec<f64>>) -> Result<(f64, String)> {
+    /// The array holding `ch`'s statistic, and the value's index in it.
+    fn source(&self, ch: &Channel) -> Result<(String, usize)> {
         let s = &self.store;
         // A scalar under the channel's name (`thetao_4`), or under its array's legacy flat name
         // (`thetao_lev_40_0`, as Samudra's statistics of such stores are named), or a level vector.
@@ -222,24 +228,19 @@ impl StatsStore {
         if let Some(k) = ch.level {
             candidates.push((ch.var().to_string(), k));
         }
-        for (name, index) in &candidates {
-            if let Some(e) = s.broken_error(name) {
+        for (name, index) in candidates {
+            if let Some(e) = s.broken_error(&name) {
                 return Err(e);
             }
-            let Some(info) = s.arrays.get(name) else {
+            let Some(info) = s.arrays.get(&name) else {
                 continue;
             };
             let n: u64 = info.shape.iter().product();
-            let scalar = n == 1 && (*name == ch.name || *name == ch.array);
-            let vector = info.shape.len() == 1 && !scalar && *name == ch.var() && (*index as u64) < info.shape[0];
-            if !(scalar || vector) {
-                continue;
+            let scalar = n == 1 && (name == ch.name || name == ch.array);
+            let vector = info.shape.len() == 1 && !scalar && name == ch.var() && (index as u64) < info.shape[0];
+            if scalar || vector {
+                return Ok((name, if scalar { 0 } else { index }));
             }
-            let v = s.read_once(arrays, name)?[if scalar { 0 } else { *index }];
-            if !v.is_finite() {
-                return Err(s.invalid(name, format!("statistic for {:?} is {v}", ch.name)));
-            }
-            return Ok((v, info.dtype.clone()));
         }
         Err(Error::UnknownChannel {
             store: s.root.clone(),

@@ -124,18 +124,53 @@ impl Om4Store {
                 return Err(e);
             }
         }
+        let coords: Vec<&str> = ["time", "lev"].into_iter().filter(|c| store.arrays.contains_key(*c)).collect();
+        let mut coords = store.read_coords(&coords)?;
         if let Some(info) = store.arrays.get("time") {
-            let raw = store.read_coord("time")?;
+            let raw = coords.remove("time").unwrap_or_default();
             let units = info.attr("units").and_then(Value::as_str).map(str::to_string);
             let calendar = info.attr("calendar").and_then(Value::as_str).map(str::to_string);
             let axis = TimeAxis::decode(raw, units.as_deref(), calendar.as_deref())
                 .map_err(|reason| Error::Time { store: store.root.clone(), reason })?;
             store.time = Some(axis);
         }
-        if store.arrays.contains_key("lev") {
-            store.lev = Some(store.read_coord("lev")?);
-        }
+        store.lev = coords.remove("lev");
         Ok(store)
+    }
+
+    /// The values of the (small) arrays `names` as in [`read_coord`](Self::read_coord), keyed by
+    /// name; from a remote store their requests go out together (one round trip, not one each).
+    pub(crate) fn read_coords(&self, names: &[&str]) -> Result<BTreeMap<String, Vec<f64>>> {
+        #[cfg(feature = "s3")]
+        if let Some(remote) = self.fs.remote() {
+            /// Fetch rounds: a sharded array takes two.
+            const MAX_ROUNDS: usize = 8;
+            let prefetch = remote.prefetch();
+            let mut out = BTreeMap::new();
+            for _ in 0..=MAX_ROUNDS {
+                for (i, name) in names.iter().enumerate() {
+                    if !out.contains_key(*name) {
+                        let (values, waited) = prefetch.attempt(i, || self.read_coord(name));
+                        if !waited {
+                            out.insert(name.to_string(), values?);
+                        }
+                    }
+                }
+                if prefetch.pending() == 0 {
+                    return Ok(out);
+                }
+                remote.fetch_pending(&prefetch).map_err(|(tag, e)| Error::Metadata {
+                    store: self.root.clone(),
+                    array: names.get(tag).map_or_else(String::new, |n| n.to_string()),
+                    reason: format!("cannot read it: {e}"),
+                })?;
+            }
+            return Err(Error::Store {
+                store: self.root.clone(),
+                reason: format!("still waiting for requests of {names:?} after {MAX_ROUNDS} rounds of fetches"),
+            });
+        }
+        names.iter().map(|&n| Ok((n.to_string(), self.read_coord(n)?))).collect()
     }
 
     pub(crate) fn read_coord(&self, name: &str) -> Result<Vec<f64>> {

@@ -275,6 +275,12 @@ fn requests_per_open_and_per_read() {
     eprintln!("open (flat v2, consolidated): {open:?}");
     assert_eq!((open.gets, open.heads, open.lists), (3, 0, 0), "{open:?}");
     let channels = channel_names(cfg.levels).len() as u64;
+    // the land masks of all channels: one GET per mask array, all in one round
+    let set = store.channels(&channel_names(cfg.levels)).unwrap();
+    let before = store.request_counts().unwrap();
+    store.masks(&set).unwrap();
+    let masks = store.request_counts().unwrap().since(&before);
+    assert_eq!((masks.gets, masks.rounds), (cfg.levels as u64, 1), "{masks:?}");
     let read = counted_read(&store, cfg.levels, &[0, 1, 2]);
     assert_eq!((read.gets, read.heads, read.lists, read.rounds), (3 * channels, 0, 0, 1), "{read:?}");
 
