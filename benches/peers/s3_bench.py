@@ -270,7 +270,8 @@ def samudra_batches(args, name, local, endpoint, latency, batch_size):
     return {"store": name, "latency_ms": latency, "batch_size": batch_size, "batches": len(batches),
             "om4_ms_per_batch_median": o, "tensorstore_dedup_ms_per_batch_median": ts_ms,
             "om4_speedup_vs_tensorstore_dedup": ts_ms / o, "tensorstore_equal_to_om4": equal,
-            "planes_unique": om4["planes_unique_last"], "om4_open_plus_first_batch_s": om4.get("open_plus_first_batch_s")}
+            "planes_unique": om4["planes_unique_last"], "om4_open_plus_first_batch_s": om4.get("open_plus_first_batch_s"),
+            "om4_requests": om4.get("requests")}
 
 
 # ------------------------------------------------------------------------------ plot, tables
@@ -321,12 +322,17 @@ def markdown(raw, batches, args):
         out += ["", "Not timed: " + "; ".join(bad)]
     if batches:
         out += ["", "Samudra batches from S3 (hist 1, steps 4; median ms per batch; TensorStore + dedup's first batch equal to om4's bit for bit):", "",
-                "| store | latency | batch | unique planes | om4 | TensorStore + dedup | om4 open + first batch |", "|---|---|---|---|---|---|---|"]
+                "| store | latency | batch | unique planes | om4 | TensorStore + dedup | om4 GETs / rounds per batch | om4 open + first batch |", "|---|---|---|---|---|---|---|---|"]
         for b in sorted(batches, key=lambda b: (b["store"], b["batch_size"], b["latency_ms"])):
             out.append(f"| {b['store']} | {b['latency_ms']:g} ms | {b['batch_size']} | {b['planes_unique']} | {b['om4_ms_per_batch_median']:.0f} | "
                        f"{b['tensorstore_dedup_ms_per_batch_median']:.0f} ({b['om4_speedup_vs_tensorstore_dedup']:.1f}×)"
-                       f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {b['om4_open_plus_first_batch_s']:.2f} s |")
+                       f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {per_batch(b)} | {b['om4_open_plus_first_batch_s']:.2f} s |")
     return "\n".join(out) + "\n"
+
+
+def per_batch(b):
+    q = (b.get("om4_requests") or {}).get("per_batch")
+    return "—" if q is None else f"{q['gets']:.0f} / {q['rounds']:.1f}"
 
 
 def write_tables(path, text):

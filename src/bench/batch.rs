@@ -51,6 +51,9 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
         SourceConfig::samudra(data.clone(), data.sibling("OM4_means.zarr"), data.sibling("OM4_stds.zarr"), a.levels);
     let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
     let source = Arc::new(Om4Source::open(&config, None, None, pool)?);
+    // A remote store's requests: opening the store (its statistics stores not counted), then per
+    // timed batch.
+    let open_requests = source.store().request_counts();
     let spec = om4_batch::WindowSpec::new(a.history, a.steps, 1)?;
     let space = om4_batch::SampleSpace::single(spec, source.time_len())?;
     let schedule = om4_batch::Schedule::training(a.batch_size, 15, None)?;
@@ -84,6 +87,7 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
     }
     let mut per_batch_ms = Vec::new();
     let mut planes = om4_batch::PlaneCount::default();
+    let timed_from = source.store().request_counts();
     for _ in 0..a.repeats {
         let mut epoch = loader.epoch(1)?;
         for _ in 0..n {
@@ -93,13 +97,22 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
             planes = b.telemetry.planes;
         }
     }
+    let requests = open_requests.zip(timed_from).zip(source.store().request_counts()).map(|((open, from), to)| {
+        let timed = to.since(&from);
+        let batches = (a.repeats * n) as f64;
+        json!({
+            "open": {"gets": open.gets, "heads": open.heads, "lists": open.lists, "rounds": open.rounds},
+            "per_batch": {"gets": timed.gets as f64 / batches, "rounds": timed.rounds as f64 / batches,
+                          "bytes": timed.bytes as f64 / batches},
+        })
+    });
     let best = per_batch_ms.iter().copied().fold(f64::INFINITY, f64::min);
     let med = median(&mut per_batch_ms);
     let report = json!({
         "store": a.store, "history": a.history, "steps": a.steps, "batch_size": a.batch_size, "batches": n,
         "repeats": a.repeats, "ms_per_batch_best": best, "ms_per_batch_median": med,
         "planes_requested_last": planes.requested, "planes_unique_last": planes.unique,
-        "open_plus_first_batch_s": open_plus_first_batch, "peak_rss_bytes": peak_rss_bytes(),
+        "open_plus_first_batch_s": open_plus_first_batch, "peak_rss_bytes": peak_rss_bytes(), "requests": requests,
     });
     if a.json {
         println!("{report}");

@@ -3,21 +3,25 @@
 //!
 //! Two ways a request reaches the server:
 //!
-//! * **Directly**, for metadata and coordinates: the calling thread blocks on the store's small
-//!   tokio runtime until the answer is in. A whole-object `get` is one GET (zarrs' own
-//!   async-to-sync adapter would make it a HEAD and a ranged GET), a byte range (a shard's index,
-//!   an inner chunk) is one ranged GET, suffix ranges included, without a HEAD first.
-//! * **Prefetched**, for plane reads ([`Prefetch`]): zarrs decodes each task on a read-pool
-//!   thread against the requests fetched so far; a request it lacks is recorded and the attempt
-//!   stops at once. The recorded requests of all tasks are then fetched together, up to
-//!   `RequestOptions::concurrency` in flight on the runtime, and the waiting tasks decode again.
-//!   So request concurrency is set apart from the decode threads, and zarrs alone decides which
-//!   requests a read needs: a plain chunk takes one round, a sharded v3 chunk two (its shard's
-//!   index, then the inner chunk's byte range), and shard indexes stay cached for the store's
-//!   lifetime so later reads in the same shard take one.
+//! * **Directly**, for metadata: the calling thread blocks on the store's small tokio runtime until
+//!   the answer is in. A whole-object `get` is one GET (zarrs' own async-to-sync adapter would make
+//!   it a HEAD and a ranged GET), a byte range is one ranged GET, suffix ranges included, without a
+//!   HEAD first.
+//! * **Prefetched**, for plane reads and the small arrays (coordinates, masks, statistics)
+//!   ([`Prefetch`]): zarrs decodes each task against the answers fetched so far; a request it
+//!   lacks is recorded and the attempt stops at once. The recorded requests of all tasks are then
+//!   fetched together on the runtime and the waiting tasks decode again. So request concurrency
+//!   is set apart from the decode threads, and zarrs alone decides which requests a read needs: a
+//!   plain chunk takes one round, a sharded v3 chunk two (its shard's index, then the inner
+//!   chunk's byte range). Shard indexes stay cached for the store's lifetime, so later reads in a
+//!   shard take one round, and adjacent byte ranges of one object go as one ranged GET
+//!   ([`coalesce`]). Plane reads go in waves; the next wave's requests are in flight while a wave
+//!   decodes (`Om4Store::read_planes`).
 //!
-//! A 404 is "missing", which zarrs reads as the fill value; any other failure is an error naming
-//! the object's URL, with `object_store`'s message (HTTP status, retries made).
+//! Every request, direct or prefetched, holds one of the store's `RequestOptions::concurrency`
+//! permits while in flight. A 404 is "missing", which zarrs reads as the fill value; any other
+//! failure is an error naming the object's URL, with `object_store`'s message and its sources
+//! (HTTP status, server's error code, retries made, a timeout).
 
 use std::cell::RefCell;
 use std::collections::HashMap;

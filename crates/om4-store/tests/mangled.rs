@@ -55,18 +55,6 @@ fn pristine() -> &'static Pristine {
     })
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 /// The files below `dir` whose path `keep` accepts, in a stable order.
 fn files(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
@@ -173,7 +161,7 @@ proptest! {
         let (_keep, roots) = pristine();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("stores");
-        copy_dir(&roots[which], &root);
+        common::copy_dir(&roots[which], &root);
         let mut found = Vec::new();
         files(&root, &is_metadata, &mut found);
         let files = found;
@@ -235,7 +223,7 @@ proptest! {
         let (_keep, roots) = pristine_chunks();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("OM4.zarr");
-        copy_dir(&roots[which].join("OM4.zarr"), &root);
+        common::copy_dir(&roots[which].join("OM4.zarr"), &root);
         let files = chunk_files(&root);
         prop_assert!(!files.is_empty());
         let path = file.get(&files);

@@ -1,6 +1,8 @@
 //! Stores written by zarr-python (see `data/make_fixtures.py`) read back bit for bit: v2 and v3,
 //! flat and compact, each codec, C and F order, multi-time and partial edge chunks, sharding, NaN land.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use om4_store::{Om4Store, ReadPool};
@@ -73,7 +75,7 @@ fn zarr_python_v3_consolidated_metadata_is_all_that_is_read() {
     for name in ["v3_flat_blosc-lz4_shard2_consolidated", "v3_compact_zstd_consolidated"] {
         let copy = tempfile::tempdir().unwrap();
         let root = copy.path().join("s.zarr");
-        copy_dir(&dir.join(format!("{name}.zarr")), &root);
+        common::copy_dir(&dir.join(format!("{name}.zarr")), &root);
         let mut removed = 0;
         for entry in std::fs::read_dir(&root).unwrap() {
             let meta = entry.unwrap().path().join("zarr.json");
@@ -94,15 +96,3 @@ fn zarr_python_v3_consolidated_metadata_is_all_that_is_read() {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target)
-        } else {
-            std::fs::copy(entry.path(), target).map(|_| ()).unwrap()
-        }
-    }
-}

@@ -42,3 +42,17 @@ pub fn edit_json(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
     f(&mut v);
     std::fs::write(path, v.to_string()).unwrap();
 }
+
+/// Copies a folder tree.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
