@@ -114,8 +114,9 @@ pub struct RequestCounts {
     pub lists: u64,
     /// Bytes received in GET answers.
     pub bytes: u64,
-    /// Fetch rounds of plane reads: the requests of one round go out together, so each round
-    /// costs about one round trip.
+    /// Batches of requests sent together by reads (plane reads, masks, statistics, coordinates):
+    /// one batch costs about one round trip, and a plane read keeps several in flight at once, so
+    /// this bounds its round trips from above.
     pub rounds: u64,
 }
 

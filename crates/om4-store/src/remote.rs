@@ -383,6 +383,9 @@ impl Remote {
     /// its answers. [`Fetching::wait`] waits for them; dropping it cancels what is still in flight.
     pub(crate) fn start_fetch(self: &Arc<Self>, prefetch: &Arc<Prefetch>) -> Fetching {
         let parts: Vec<(Part, usize)> = lock(&prefetch.pending).drain().collect();
+        if parts.is_empty() {
+            return Fetching { task: None, remote: Arc::clone(self) };
+        }
         self.counters.rounds.fetch_add(1, Ordering::Relaxed);
         let (remote, prefetch) = (Arc::clone(self), Arc::clone(prefetch));
         let task = self.runtime.spawn(async move {
