@@ -55,7 +55,6 @@ fn pristine() -> &'static Pristine {
     })
 }
 
-
 /// The files below `dir` whose path `keep` accepts, in a stable order.
 fn files(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();

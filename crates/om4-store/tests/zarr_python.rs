@@ -95,4 +95,3 @@ fn zarr_python_v3_consolidated_metadata_is_all_that_is_read() {
         assert_eq!(bits(&got), bits(&expected), "{name}");
     }
 }
-
