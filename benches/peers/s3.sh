@@ -39,12 +39,13 @@ for variant in "v2 blosc-lz4" "v3 blosc-lz4 --shard 6"; do
   stores+=(--store "$name")
 done
 
-server_pid=""; key=()
+server_pid=""; server_args=()
 cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true; }
 trap cleanup EXIT
 if [ "${OM4_S3_BENCH_SERVER:-s3s}" = moto ]; then
   eval "$(scripts/s3-server.sh)"
   endpoint=$OM4_S3_ENDPOINT
+  server_args=(--server moto)
 else
   if [ ! -x target/s3s/bin/s3s-fs ]; then
     # 0.14.1: the newest s3s-fs that builds with this toolchain (0.17 needs rustc 1.96)
@@ -55,12 +56,12 @@ else
   # s3s-fs serves signed requests only: every reader signs with this key
   target/s3s/bin/s3s-fs --host 127.0.0.1 --port "$port" --access-key om4 --secret-key om4-bench-secret "$work/s3s-root" \
     >"$work/s3s.log" 2>&1 &
-  key=(--key om4:om4-bench-secret)
+  server_args=(--server s3s-fs --key om4:om4-bench-secret)
   server_pid=$!
   endpoint=http://127.0.0.1:$port
   for _ in $(seq 1 50); do curl -s -o /dev/null "$endpoint" && break; sleep 0.1; done
 fi
 echo "S3 server at $endpoint; load before: $(cat /proc/loadavg)"
 "$work/venv/bin/python" benches/peers/s3_bench.py --om4 "$om4" --endpoint "$endpoint" "${stores[@]}" --batch-store "${stores[1]}" \
-  "${key[@]}" --latencies "$latencies" --levels "$levels" --workdir "$work/work" --out "$out" --plot "$plot" --tables "$tables" "${extra[@]}"
+  "${server_args[@]}" --latencies "$latencies" --levels "$levels" --workdir "$work/work" --out "$out" --plot "$plot" --tables "$tables" "${extra[@]}"
 echo "load after: $(cat /proc/loadavg)"

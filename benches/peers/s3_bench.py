@@ -275,7 +275,7 @@ def samudra_batches(args, name, local, endpoint, latency, batch_size):
 
 
 # ------------------------------------------------------------------------------ plot, tables
-def plot(raw, path):
+def plot(raw, path, server):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -294,7 +294,7 @@ def plot(raw, path):
         ax.set_xticklabels([f"{r['latency_ms']:g} ms" for r in rows])
         ax.set_xlabel("latency added per request")
         ax.set_ylabel("GB/s (median of rounds, decompressed)")
-        ax.set_title(f"{store}: raw windows from S3 (moto, loopback)", fontsize=9)
+        ax.set_title(f"{store}: raw windows from S3 ({server} on loopback)", fontsize=9)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -360,6 +360,7 @@ def main():
     p.add_argument("--batch-sizes", default="1,4")
     p.add_argument("--batches", type=int, default=3)
     p.add_argument("--readers", default=",".join(READERS))
+    p.add_argument("--server", default="s3s-fs", help="the server's name, for the plot")
     p.add_argument("--key", help="ID:SECRET to sign requests with (a server that needs signatures); default anonymous")
     p.add_argument("--workdir", default="/tmp")
     p.add_argument("--out", required=True)
@@ -379,7 +380,7 @@ def main():
         for local in args.store:
             n = upload(args.endpoint, local, os.path.basename(local.rstrip("/")))
             print(f"uploaded {local}: {n} objects", file=sys.stderr, flush=True)
-        saved = {"raw_windows": [], "samudra_batch": [], "concurrency": args.concurrency}
+        saved = {"raw_windows": [], "samudra_batch": [], "concurrency": args.concurrency, "server": args.server}
         for latency in map(float, args.latencies.split(",")):
             proxy = Proxy(args.proxy, args.endpoint, latency)
             try:
@@ -399,7 +400,7 @@ def main():
         with open(args.out, "w") as f:
             json.dump(saved, f, indent=1)
     if args.plot:
-        plot(saved["raw_windows"], args.plot)
+        plot(saved["raw_windows"], args.plot, saved.get("server", args.server))
     if args.tables:
         write_tables(args.tables, markdown(saved["raw_windows"], saved["samudra_batch"], args))
 
