@@ -19,9 +19,42 @@ use om4_batch::{ReadGroup, SampleSpace, Schedule, WindowSpec, reference_batch};
 use crate::loader::{HostBatch, Loader, LoaderConfig, PrepareOn};
 use crate::memory::MemorySource;
 use crate::source::BatchSource;
+use crate::store_source::{Om4Source, SourceConfig};
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The planes a store-backed `source` should serve, read one plane at a time from the store
+/// `config` names (the naive path), as the truth for [`check_source`]. `config` may name another
+/// copy of the source's store (a local copy of a remote one): then the suite also holds the two
+/// copies to the same bits.
+///
+/// # Errors
+/// A store, channel or read error, said in words.
+pub fn naive_store_truth(source: &Om4Source, config: &SourceConfig) -> Result<MemorySource, String> {
+    let store = om4_store::Om4Store::open_location(&config.data).map_err(|e| e.to_string())?;
+    let pool = om4_store::ReadPool::new(1).map_err(|e| e.to_string())?;
+    let selection = source.selection().clone();
+    let mut names = vec![config.prognostic.clone()];
+    if !config.boundary.is_empty() {
+        names.push(config.boundary.clone());
+    }
+    let grid = source.grid();
+    let mut sets = Vec::with_capacity(names.len());
+    for (names, norm) in names.iter().zip(source.normalizations()) {
+        let mut planes = Vec::with_capacity(source.time_len() * names.len() * grid.plane());
+        for t in 0..source.time_len() {
+            for name in names {
+                let one = store.channels(std::slice::from_ref(name)).map_err(|e| e.to_string())?;
+                let mut plane = vec![0.0; grid.plane()];
+                store.reader(&pool, &one, &selection).read(&[t], &mut plane).map_err(|e| e.to_string())?;
+                planes.extend(plane);
+            }
+        }
+        sets.push((planes, norm.clone()));
+    }
+    MemorySource::new(grid, source.time_len(), source.roles(), sets).map_err(|e| e.to_string())
 }
 
 /// Runs the whole suite on `source`.

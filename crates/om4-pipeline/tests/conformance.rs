@@ -6,36 +6,10 @@ use std::sync::Arc;
 use om4_batch::{Grid, Normalization, ReadGroup, Roles};
 use om4_pipeline::conformance::check_source;
 use om4_pipeline::{BatchSource, MemorySource, Om4Source, SourceConfig};
-use om4_store::{Om4Store, ReadPool, SynthConfig, SynthLayout, synthesize};
+use om4_store::{ReadPool, SynthConfig, SynthLayout, synthesize};
 
-/// The planes of `source`'s variable sets read one plane at a time straight from the store (the
-/// naive path), as the truth.
 fn naive_truth(source: &Om4Source, config: &SourceConfig) -> MemorySource {
-    let store = Om4Store::open_location(&config.data).unwrap();
-    let pool = ReadPool::new(1).unwrap();
-    let sel = source.selection().clone();
-    let mut names = vec![config.prognostic.clone()];
-    if !config.boundary.is_empty() {
-        names.push(config.boundary.clone());
-    }
-    let grid = source.grid();
-    let sets = names
-        .iter()
-        .zip(source.normalizations())
-        .map(|(names, norm)| {
-            let mut planes = Vec::new();
-            for t in 0..source.time_len() {
-                for name in names {
-                    let one = store.channels(&[name]).unwrap();
-                    let mut plane = vec![0.0; grid.plane()];
-                    store.reader(&pool, &one, &sel).read(&[t], &mut plane).unwrap();
-                    planes.extend(plane);
-                }
-            }
-            (planes, norm.clone())
-        })
-        .collect();
-    MemorySource::new(grid, source.time_len(), source.roles(), sets).unwrap()
+    om4_pipeline::conformance::naive_store_truth(source, config).unwrap()
 }
 
 fn store_source(layout: SynthLayout, normalize_before_mask: bool) -> (tempfile::TempDir, SourceConfig, Om4Source) {

@@ -1,7 +1,8 @@
-//! The `om4` commands on `s3://` stores (feature `s3`), against the local S3 servers of
-//! `scripts/s3-server.sh` (moto on 127.0.0.1): each command's output equals its output on the
-//! local copy, and wrong credentials are clear errors. Without the servers' variables each test
-//! prints that it was skipped and checks nothing else.
+//! The `om4` commands and the pipeline's store source on `s3://` stores (feature `s3`), against
+//! the local S3 servers of `scripts/s3-server.sh` (moto on 127.0.0.1): each command's output
+//! equals its output on the local copy, the S3-backed `Om4Source` passes the conformance suite
+//! against the local copy's planes, and wrong credentials are clear errors. Without the servers'
+//! variables each test prints that it was skipped and checks nothing else.
 #![allow(missing_docs)]
 
 #[path = "../crates/om4-store/tests/s3_support/mod.rs"]
@@ -9,6 +10,7 @@ mod s3_support;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::Arc;
 
 use s3_support::{auth_server, bucket, endpoint, upload, upload_as};
 
@@ -169,5 +171,39 @@ fn wrong_credentials_are_clear_errors() {
         assert!(!out.status.success(), "{expect}: succeeded");
         assert!(err.contains(expect) && err.contains(&url), "{expect}: {err}");
         assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn the_s3_store_source_conforms() {
+    // The conformance suite every data source passes, on an Om4Source over S3, with the truth read
+    // plane by plane from the local copy (flat v2 consolidated and compact v3 sharded).
+    use om4_pipeline::conformance::{check_source, naive_store_truth};
+    use om4_pipeline::{Om4Source, SourceConfig};
+    use om4_store::{ReadPool, S3Location, StoreLocation, SynthConfig, SynthFormat, SynthLayout};
+
+    let Some(endpoint) = endpoint("conformance") else { return };
+    for (layout, format, shard) in
+        [(SynthLayout::Flat, SynthFormat::V2, None), (SynthLayout::Compact, SynthFormat::V3, Some(4))]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = SynthConfig { ny: 6, nx: 10, times: 16, levels: 2, layout, format, shard, ..SynthConfig::default() };
+        let paths = om4_store::synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
+        let bucket = bucket(&endpoint, "conformance");
+        upload(&endpoint, &bucket, dir.path(), "run");
+        let at = |name: &str| {
+            StoreLocation::S3(S3Location {
+                bucket: bucket.clone(),
+                path: format!("run/{name}"),
+                endpoint_url: Some(endpoint.clone()),
+                anon: true,
+                ..S3Location::default()
+            })
+        };
+        let remote = SourceConfig::samudra(at("OM4.zarr"), at("OM4_means.zarr"), at("OM4_stds.zarr"), 2);
+        let local = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
+        let source = Om4Source::open(&remote, Some("1958-01-11"), None, ReadPool::new(2).unwrap()).unwrap();
+        let truth = naive_store_truth(&source, &local).unwrap();
+        check_source(Arc::new(source), &truth).unwrap_or_else(|e| panic!("{layout:?} {format:?}: {e}"));
     }
 }
