@@ -316,7 +316,7 @@ def markdown(raw, batches, args):
         opens = " / ".join(f"{r['open_plus_first_window_s'][n]:.2f}" if n in r["open_plus_first_window_s"] else "—"
                            for n in ["om4", "tensorstore_s3", "zarr_python_obstore"])
         out.append(f"| {r['store']} | {r['latency_ms']:g} ms | {o:.3f} | {cell('tensorstore_s3')} | {cell('zarr_python_obstore')} | "
-                   f"{o / zero[r['store']]:.2f} | {pw.get('gets', 0):.0f} / {pw.get('rounds', 0):.1f} | {op.get('gets', 0)} | {opens} |")
+                   f"{own(o, zero.get(r['store']))} | {pw.get('gets', 0):.0f} / {pw.get('rounds', 0):.1f} | {op.get('gets', 0)} | {opens} |")
     bad = [f"{r['store']} {r['latency_ms']:g} ms {n}: {s}" for r in raw for n, s in r["status"].items() if s != "equal to om4"]
     if bad:
         out += ["", "Not timed: " + "; ".join(bad)]
@@ -328,6 +328,10 @@ def markdown(raw, batches, args):
                        f"{b['tensorstore_dedup_ms_per_batch_median']:.0f} ({b['om4_speedup_vs_tensorstore_dedup']:.1f}×)"
                        f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {per_batch(b)} | {b['om4_open_plus_first_batch_s']:.2f} s |")
     return "\n".join(out) + "\n"
+
+
+def own(rate, zero):
+    return "—" if zero is None else f"{rate / zero:.2f}"
 
 
 def per_batch(b):
