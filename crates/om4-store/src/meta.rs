@@ -134,6 +134,10 @@ pub(crate) trait MetaSource {
     fn check_root(&self) -> std::result::Result<(), String>;
     /// The document at `key` (`.zmetadata`, `thetao/.zarray`), `None` when there is none.
     fn read(&self, key: &str) -> std::result::Result<Option<Vec<u8>>, String>;
+    /// The documents at `keys`, in order (a remote store fetches them together).
+    fn read_many(&self, keys: &[String]) -> Vec<std::result::Result<Option<Vec<u8>>, String>> {
+        keys.iter().map(|key| self.read(key)).collect()
+    }
     /// Names of the root's child folders (prefixes), where arrays live.
     fn child_dirs(&self) -> std::result::Result<Vec<String>, String>;
 }
@@ -229,14 +233,22 @@ pub(crate) fn discover(src: &dyn MetaSource, root: &Path) -> Result<Discovered> 
         }
         return Ok(found);
     }
-    // Under a v3 root group the arrays are v3: no `.zarray` to look for (one request less each).
-    let v3_root = root_doc.is_some();
-    for name in src.child_dirs().map_err(store_err)? {
+    // Every array's documents, read together. Under a v3 root group the arrays are v3: no
+    // `.zarray` or `.zattrs` to look for.
+    let names = src.child_dirs().map_err(store_err)?;
+    let files: &[&str] = if root_doc.is_some() { &["zarr.json"] } else { &[".zarray", ".zattrs", "zarr.json"] };
+    let keys: Vec<String> = names.iter().flat_map(|n| files.iter().map(move |f| format!("{n}/{f}"))).collect();
+    let mut docs: BTreeMap<String, std::result::Result<Option<Vec<u8>>, String>> =
+        keys.iter().cloned().zip(src.read_many(&keys)).collect();
+    let mut doc = |key: String| {
+        let bytes = docs.remove(&key).unwrap_or(Ok(None));
+        parse_json(src, &key, bytes)
+    };
+    for name in names {
         let meta_err = |reason: String| Error::Metadata { store: root.to_path_buf(), array: name.clone(), reason };
-        let v2 = if v3_root { Ok(None) } else { read_json(src, &format!("{name}/.zarray")).map_err(meta_err) };
-        match v2 {
+        match doc(format!("{name}/.zarray")).map_err(meta_err) {
             Ok(Some(meta)) => {
-                let parsed = read_json(src, &format!("{name}/.zattrs"))
+                let parsed = doc(format!("{name}/.zattrs"))
                     .map_err(meta_err)
                     .and_then(|attrs| parse_v2(root, &name, &meta, &attrs.unwrap_or(Value::Object(Map::new()))));
                 keep(name.clone(), parsed);
@@ -248,7 +260,7 @@ pub(crate) fn discover(src: &dyn MetaSource, root: &Path) -> Result<Discovered> 
                 continue;
             }
         }
-        match read_json(src, &format!("{name}/zarr.json")).map_err(meta_err) {
+        match doc(format!("{name}/zarr.json")).map_err(meta_err) {
             Ok(Some(meta)) if meta.get("node_type").and_then(Value::as_str) == Some("array") => {
                 keep(name.clone(), parse_v3(root, &name, &meta));
             }
@@ -267,7 +279,16 @@ pub(crate) fn discover(src: &dyn MetaSource, root: &Path) -> Result<Discovered> 
 
 /// The JSON document at `key`, `None` when there is none.
 fn read_json(src: &dyn MetaSource, key: &str) -> std::result::Result<Option<Value>, String> {
-    let Some(bytes) = src.read(key)? else {
+    parse_json(src, key, src.read(key))
+}
+
+/// The JSON document read from `key`, `None` when there is none.
+fn parse_json(
+    src: &dyn MetaSource,
+    key: &str,
+    read: std::result::Result<Option<Vec<u8>>, String>,
+) -> std::result::Result<Option<Value>, String> {
+    let Some(bytes) = read? else {
         return Ok(None);
     };
     let text = std::str::from_utf8(&bytes).map_err(|e| format!("{}: {e}", src.describe(key)))?;

@@ -119,6 +119,29 @@ impl MetaSource for Store {
         }
     }
 
+    fn read_many(&self, keys: &[String]) -> Vec<Result<Option<Vec<u8>>, String>> {
+        #[cfg(feature = "s3")]
+        if let Some(remote) = &self.remote {
+            // one round of requests: record every key, fetch them together, read the answers
+            let prefetch = remote.prefetch();
+            for (i, key) in keys.iter().enumerate() {
+                let _ = prefetch.attempt(i, || self.read(key));
+            }
+            if prefetch.pending() == 0 || remote.fetch_pending(&prefetch).is_ok() {
+                return keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, key)| match prefetch.attempt(i, || self.read(key)) {
+                        (read, false) => read,
+                        (_, true) => self.read(key),
+                    })
+                    .collect();
+            }
+            // a request failed: one by one, so that each key gets its own answer
+        }
+        keys.iter().map(|key| self.read(key)).collect()
+    }
+
     fn child_dirs(&self) -> Result<Vec<String>, String> {
         let listed = self.storage.list_dir(&StorePrefix::root()).map_err(|e| e.to_string())?;
         Ok(listed.prefixes().iter().map(|p| p.as_str().trim_end_matches('/').to_string()).collect())

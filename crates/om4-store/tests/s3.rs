@@ -292,6 +292,8 @@ fn requests_per_open_and_per_read() {
     let store = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
     let open = store.request_counts().unwrap();
     eprintln!("open (flat v3 sharded, not consolidated): {open:?}");
+    // a listing, then every array's zarr.json in one round and the coordinates in another
+    assert_eq!((open.lists, open.rounds), (1, 2), "{open:?}");
     let first = counted_read(&store, cfg.levels, &[0]);
     assert_eq!((first.gets, first.rounds), (2 * channels, 2), "{first:?}");
     let second = counted_read(&store, cfg.levels, &[1, 2]);
