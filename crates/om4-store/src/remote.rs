@@ -3,12 +3,12 @@
 //!
 //! Two ways a request reaches the server:
 //!
-//! * **Directly**, for metadata: the calling thread blocks on the store's small tokio runtime until
-//!   the answer is in. A whole-object `get` is one GET (zarrs' own async-to-sync adapter would make
+//! * **Directly**, for the root's metadata: the calling thread blocks on the store's small tokio
+//!   runtime until the answer is in. A whole-object `get` is one GET (zarrs' own async-to-sync adapter would make
 //!   it a HEAD and a ranged GET), a byte range is one ranged GET, suffix ranges included, without a
 //!   HEAD first.
-//! * **Prefetched**, for plane reads and the small arrays (coordinates, masks, statistics)
-//!   ([`Prefetch`]): zarrs decodes each task against the answers fetched so far; a request it
+//! * **Prefetched**, for plane reads, the arrays' metadata documents and the small arrays
+//!   (coordinates, masks, statistics) ([`Prefetch`]): zarrs decodes each task against the answers fetched so far; a request it
 //!   lacks is recorded and the attempt stops at once. The recorded requests of all tasks are then
 //!   fetched together on the runtime and the waiting tasks decode again. So request concurrency
 //!   is set apart from the decode threads, and zarrs alone decides which requests a read needs: a
