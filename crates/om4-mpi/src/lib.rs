@@ -19,7 +19,8 @@
 //!
 //! let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Multiple).ok_or("MPI init failed")?;
 //! let world = universe.world();
-//! let config = SourceConfig::samudra("OM4.zarr".into(), "OM4_means.zarr".into(), "OM4_stds.zarr".into(), 19);
+//! let at = |name: &str| std::path::PathBuf::from(name);
+//! let config = SourceConfig::samudra(at("OM4.zarr"), at("OM4_means.zarr"), at("OM4_stds.zarr"), 19);
 //! let store = Om4Source::open(&config, None, None, ReadPool::new(4)?)?;
 //! let sharded = Arc::new(ShardedSource::new(&world, &store, &ShardOptions::default())?);
 //! // … a Loader over `sharded`; drop every Arc of it before `universe`.
