@@ -150,7 +150,7 @@ fn wrong_credentials_are_clear_errors() {
         om4(&a, env)
     };
     let right = ok(&inspect(&[("AWS_ACCESS_KEY_ID", &key), ("AWS_SECRET_ACCESS_KEY", &secret)], false));
-    assert!(right.contains("12 channels") || right.contains("channels"), "{right}");
+    assert!(right.contains(&format!("store      {url}")) && right.contains("channels   12 ("), "{right}");
 
     for (env, anon, expect) in [
         (

@@ -164,11 +164,9 @@ impl Om4Store {
         mut slices: Vec<&mut [f32]>,
         decode: impl Fn(&(u64, &RunSpec), &mut [f32]) -> Result<()> + Sync,
     ) -> Result<()> {
-        use crate::remote::Prefetch;
+        use crate::remote::{MAX_ROUNDS, Prefetch};
         use std::sync::Arc;
 
-        /// Fetch rounds one wave may take: a sharded chunk takes two (index, then inner chunk).
-        const MAX_ROUNDS: usize = 8;
         struct Wave<'t, 's, 'o> {
             tasks: &'t [(u64, &'t RunSpec)],
             slices: &'s mut [&'o mut [f32]],

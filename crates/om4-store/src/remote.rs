@@ -45,6 +45,10 @@ use crate::location::{RequestCounts, RequestOptions, S3Location};
 
 type Client = Arc<PrefixStore<object_store::aws::AmazonS3>>;
 
+/// Fetch rounds one task may take before its read gives up: a sharded chunk takes two (index,
+/// then inner chunk).
+pub(crate) const MAX_ROUNDS: usize = 8;
+
 /// Shard indexes kept per store, in bytes, before the cache starts again empty.
 const INDEX_CACHE_BYTES: usize = 64 << 20;
 
@@ -406,6 +410,36 @@ impl Remote {
         Fetching { task: Some(task), remote: Arc::clone(self) }
     }
 
+    /// Runs `f` for tasks `0..n` one after another against prefetched answers, fetching what the
+    /// attempts lacked in rounds (each round's requests together) until every task has its
+    /// result: one round trip for small reads that would otherwise take one each.
+    ///
+    /// # Errors
+    /// A request that failed, or tasks still waiting after [`MAX_ROUNDS`] rounds, with the tag
+    /// of the task concerned.
+    pub(crate) fn settle<R>(
+        self: &Arc<Self>,
+        n: usize,
+        f: impl Fn(usize) -> R,
+    ) -> Result<Vec<R>, (usize, StorageError)> {
+        let prefetch = self.prefetch();
+        let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
+        for _ in 0..=MAX_ROUNDS {
+            for (i, slot) in results.iter_mut().enumerate().filter(|(_, slot)| slot.is_none()) {
+                let (result, waited) = prefetch.attempt(i, || f(i));
+                if !waited {
+                    *slot = Some(result);
+                }
+            }
+            if results.iter().all(Option::is_some) {
+                return Ok(results.into_iter().flatten().collect());
+            }
+            self.fetch_pending(&prefetch)?;
+        }
+        let tag = results.iter().position(Option::is_none).unwrap_or(0);
+        Err((tag, StorageError::Other(format!("still waiting for requests after {MAX_ROUNDS} rounds of fetches"))))
+    }
+
     /// Fetches every request `prefetch`'s attempts recorded and waits for them. On a failure the
     /// requests still in flight are dropped and the error names the object, with the tag of the
     /// first task that asked for it.
@@ -484,9 +518,12 @@ impl Remote {
     /// Answers for `parts`: from the shard-index cache, the running attempt's prefetched answers,
     /// or (no attempt of this store on this thread) `Direct`.
     fn lookup(&self, parts: &[Part]) -> Lookup {
-        let cached: Vec<Option<Fetched>> = {
+        // only suffix ranges (shard indexes) are cached per store: no lock for the others
+        let cached: Vec<Option<Fetched>> = if parts.iter().any(|p| matches!(p, Part::Range(_, Span::Suffix(_)))) {
             let indexes = lock(&self.indexes);
             parts.iter().map(|p| indexes.0.get(p).cloned().map(Fetched::Bytes)).collect()
+        } else {
+            vec![None; parts.len()]
         };
         if cached.iter().all(Option::is_some) {
             return Lookup::Hit(cached.into_iter().flatten().collect());

@@ -143,32 +143,13 @@ impl Om4Store {
     pub(crate) fn read_coords(&self, names: &[&str]) -> Result<BTreeMap<String, Vec<f64>>> {
         #[cfg(feature = "s3")]
         if let Some(remote) = self.fs.remote() {
-            /// Fetch rounds: a sharded array takes two.
-            const MAX_ROUNDS: usize = 8;
-            let prefetch = remote.prefetch();
-            let mut out = BTreeMap::new();
-            for _ in 0..=MAX_ROUNDS {
-                for (i, name) in names.iter().enumerate() {
-                    if !out.contains_key(*name) {
-                        let (values, waited) = prefetch.attempt(i, || self.read_coord(name));
-                        if !waited {
-                            out.insert(name.to_string(), values?);
-                        }
-                    }
-                }
-                if prefetch.pending() == 0 {
-                    return Ok(out);
-                }
-                remote.fetch_pending(&prefetch).map_err(|(tag, e)| Error::Metadata {
+            let values =
+                remote.settle(names.len(), |i| self.read_coord(names[i])).map_err(|(tag, e)| Error::Metadata {
                     store: self.root.clone(),
                     array: names.get(tag).map_or_else(String::new, |n| n.to_string()),
                     reason: format!("cannot read it: {e}"),
                 })?;
-            }
-            return Err(Error::Store {
-                store: self.root.clone(),
-                reason: format!("still waiting for requests of {names:?} after {MAX_ROUNDS} rounds of fetches"),
-            });
+            return names.iter().zip(values).map(|(n, v)| Ok((n.to_string(), v?))).collect();
         }
         names.iter().map(|&n| Ok((n.to_string(), self.read_coord(n)?))).collect()
     }

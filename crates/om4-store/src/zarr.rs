@@ -121,24 +121,12 @@ impl MetaSource for Store {
 
     fn read_many(&self, keys: &[String]) -> Vec<Result<Option<Vec<u8>>, String>> {
         #[cfg(feature = "s3")]
-        if let Some(remote) = &self.remote {
-            // one round of requests: record every key, fetch them together, read the answers
-            let prefetch = remote.prefetch();
-            for (i, key) in keys.iter().enumerate() {
-                let _ = prefetch.attempt(i, || self.read(key));
-            }
-            if prefetch.pending() == 0 || remote.fetch_pending(&prefetch).is_ok() {
-                return keys
-                    .iter()
-                    .enumerate()
-                    .map(|(i, key)| match prefetch.attempt(i, || self.read(key)) {
-                        (read, false) => read,
-                        (_, true) => self.read(key),
-                    })
-                    .collect();
-            }
-            // a request failed: one by one, so that each key gets its own answer
+        if let Some(remote) = &self.remote
+            && let Ok(docs) = remote.settle(keys.len(), |i| self.read(&keys[i]))
+        {
+            return docs;
         }
+        // local, or a request failed: one by one, so that each key gets its own answer
         keys.iter().map(|key| self.read(key)).collect()
     }
 
