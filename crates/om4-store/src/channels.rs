@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::channel::{derived_reason, split_legacy, split_level};
-use crate::direct::DirectArray;
+use crate::direct::{ChunksAt, DirectArray};
 use crate::error::{Error, Result};
 use crate::meta::{ArrayInfo, Fill};
 use crate::store::{LEV, Om4Store, Selection, TIME, X, Y};
@@ -138,6 +138,15 @@ impl ChannelSet {
 }
 
 impl Om4Store {
+    /// Where `array`'s chunks are, for direct decoding.
+    fn chunks_at(&self, array: &str) -> Option<ChunksAt> {
+        #[cfg(feature = "s3")]
+        if let Some(remote) = self.fs.remote() {
+            return Some(ChunksAt::Remote(std::sync::Arc::clone(remote), array.to_string()));
+        }
+        Some(ChunksAt::Dir(self.location.local_path()?.join(array)))
+    }
+
     /// Finds the array and level behind a channel name, without validating the array.
     ///
     /// # Errors
@@ -340,14 +349,11 @@ impl Om4Store {
                     _ => *unit == [1, 1, grid[1], grid[2]],
                 };
                 let sharded_ok = cfg!(unix) || info.inner_chunks.is_none();
-                // Direct decoding reads local files; remote stores are read through zarrs.
-                let local = self.location.local_path();
                 let direct = info
                     .plain
                     .clone()
                     .filter(|_| one_plane && sharded_ok && info.fill == Fill::Nan)
-                    .zip(local)
-                    .map(|(plain, dir)| DirectArray::new(dir.join(&ch.array), plain, axes));
+                    .and_then(|plain| Some(DirectArray::new(self.chunks_at(&ch.array)?, plain, axes)));
                 let (levels, array) = (axes.levels(&info.shape) as usize, self.open_array(&ch.array)?);
                 open.push(OpenArray { name: ch.array.clone(), axes, levels, array, direct });
             }

@@ -1,8 +1,10 @@
 //! Direct chunk decoding for the common OM4 case: one plane per chunk, stored as raw
-//! little-endian float32 or as one blosc or zstd frame. The chunk file is read into a reused scratch
-//! buffer (or, raw, straight into place) and blosc decodes straight into the caller's plane, which
-//! saves zarrs' per-chunk allocation and copy. Everything else goes through zarrs; a test checks
-//! that both paths give the same bits.
+//! little-endian float32 or as one blosc or zstd frame. A local chunk file is read into a reused
+//! scratch buffer (or, raw, straight into place); a remote chunk's bytes are the fetched answer
+//! (feature `s3`: the same requests zarrs would make, so prefetching, the shard-index cache and
+//! range coalescing apply unchanged). Blosc and zstd decode straight into the caller's plane, which
+//! saves zarrs' per-chunk allocation and copy. Everything else goes through zarrs; tests check that
+//! both paths give the same bits, locally and on S3.
 
 use std::cell::RefCell;
 use std::io::Read;
@@ -16,9 +18,19 @@ use crate::zarr::Axes;
 /// An array whose chunks are single planes of plain float32.
 #[derive(Debug, Clone)]
 pub(crate) struct DirectArray {
-    dir: PathBuf,
+    chunks_at: ChunksAt,
     chunks: PlainChunks,
     axes: Axes,
+}
+
+/// Where an array's chunks are.
+#[derive(Debug, Clone)]
+pub(crate) enum ChunksAt {
+    /// Files under the array's directory.
+    Dir(PathBuf),
+    /// Objects of a remote store under the array's key (`thetao`).
+    #[cfg(feature = "s3")]
+    Remote(std::sync::Arc<crate::remote::Remote>, String),
 }
 
 thread_local! {
@@ -26,8 +38,8 @@ thread_local! {
 }
 
 impl DirectArray {
-    pub(crate) fn new(dir: PathBuf, chunks: PlainChunks, axes: Axes) -> Self {
-        Self { dir, chunks, axes }
+    pub(crate) fn new(chunks_at: ChunksAt, chunks: PlainChunks, axes: Axes) -> Self {
+        Self { chunks_at, chunks, axes }
     }
 
     /// Array indices of the plane's first element.
@@ -39,8 +51,9 @@ impl DirectArray {
         }
     }
 
-    /// The file holding the plane, and (sharded) the inner chunk's number in it.
-    fn locate(&self, row: u64, level: u64) -> (PathBuf, Option<u64>) {
+    /// The key of the chunk (or shard) holding the plane, relative to the array, and (sharded)
+    /// the inner chunk's number in it.
+    fn locate(&self, row: u64, level: u64) -> (String, Option<u64>) {
         let index = self.plane_index(row, level);
         let (file_index, inner) = match &self.chunks.shard {
             None => (index, None),
@@ -55,7 +68,7 @@ impl DirectArray {
             }
         };
         let key: Vec<String> = file_index.iter().map(u64::to_string).collect();
-        (self.dir.join(format!("{}{}", self.chunks.prefix, key.join(&self.chunks.separator))), inner)
+        (format!("{}{}", self.chunks.prefix, key.join(&self.chunks.separator)), inner)
     }
 
     /// Decodes the planes of `levels` at time `row` (one plane for a `(time, y, x)` array) into `out`.
@@ -66,10 +79,56 @@ impl DirectArray {
         };
         let plane = out.len() / n.max(1);
         for (k, dest) in out.chunks_exact_mut(plane).enumerate() {
-            let (path, inner) = self.locate(row, levels.start + k as u64);
-            self.read_plane(&path, inner, dest).map_err(|e| format!("chunk {}: {e}", path.display()))?;
+            let (key, inner) = self.locate(row, levels.start + k as u64);
+            match &self.chunks_at {
+                ChunksAt::Dir(dir) => {
+                    let path = dir.join(&key);
+                    self.read_plane(&path, inner, dest).map_err(|e| format!("chunk {}: {e}", path.display()))?;
+                }
+                #[cfg(feature = "s3")]
+                ChunksAt::Remote(remote, array) => {
+                    let key = format!("{array}/{key}");
+                    self.read_remote_plane(remote, &key, inner, dest).map_err(|e| format!("chunk {key}: {e}"))?;
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Reads one plane of a remote store: the chunk, or (sharded) the shard's index and then the
+    /// inner chunk's byte range, each prefetched or fetched (see `remote`).
+    #[cfg(feature = "s3")]
+    fn read_remote_plane(
+        &self,
+        remote: &crate::remote::Remote,
+        key: &str,
+        inner: Option<u64>,
+        dest: &mut [f32],
+    ) -> Result<(), BoxError> {
+        use crate::remote::Span;
+        let frame = match (&self.chunks.shard, inner) {
+            (Some(layout), Some(n)) => {
+                let index_len = layout.index_len();
+                let at = if layout.index_at_end { Span::Suffix(index_len) } else { Span::From(0, Some(index_len)) };
+                let Some(index) = remote.get_range(key, at)? else {
+                    dest.fill(f32::NAN); // a missing shard holds the fill value
+                    return Ok(());
+                };
+                let Some((offset, size)) = inner_entry(&index, layout, n)? else {
+                    dest.fill(f32::NAN);
+                    return Ok(());
+                };
+                remote.get_range(key, Span::From(offset, Some(size)))?.ok_or("shard vanished between two reads")?
+            }
+            _ => match remote.get_whole(key)? {
+                Some(bytes) => bytes,
+                None => {
+                    dest.fill(f32::NAN); // a missing chunk holds the fill value
+                    return Ok(());
+                }
+            },
+        };
+        self.decode(&frame, dest)
     }
 
     fn read_plane(&self, path: &std::path::Path, inner: Option<u64>, dest: &mut [f32]) -> Result<(), BoxError> {
@@ -111,8 +170,11 @@ impl DirectArray {
         if self.chunks.shard.is_some() {
             return Err("sharded arrays are not measured (unsharded one-plane chunks only)".into());
         }
+        let ChunksAt::Dir(dir) = &self.chunks_at else {
+            return Err("only local stores are measured".into());
+        };
         for (k, frame) in frames.iter_mut().enumerate() {
-            let (path, _) = self.locate(row, levels.start + k as u64);
+            let path = dir.join(self.locate(row, levels.start + k as u64).0);
             frame.clear();
             std::fs::File::open(&path)?.read_to_end(frame).map_err(|e| format!("chunk {}: {e}", path.display()))?;
         }
@@ -147,20 +209,10 @@ impl DirectArray {
         let index_at = if layout.index_at_end { len - index_len } else { 0 };
         let mut index = vec![0u8; index_len as usize];
         file.read_exact_at(&mut index, index_at)?;
-        if layout.crc {
-            let (body, sum) = index.split_at(index.len() - 4);
-            let stored = u32::from_le_bytes(sum.try_into().expect("4 bytes"));
-            if crc32c::crc32c(body) != stored {
-                return Err("shard index checksum mismatch (corrupt shard)".into());
-            }
-        }
-        let entry = &index[(n * 16) as usize..(n * 16 + 16) as usize];
-        let offset = u64::from_le_bytes(entry[..8].try_into().expect("8 bytes"));
-        let size = u64::from_le_bytes(entry[8..].try_into().expect("8 bytes"));
-        if offset == u64::MAX && size == u64::MAX {
+        let Some((offset, size)) = inner_entry(&index, layout, n)? else {
             dest.fill(f32::NAN); // an empty inner chunk holds the fill value
             return Ok(());
-        }
+        };
         if offset.checked_add(size).is_none_or(|end| end > len) {
             return Err(format!("inner chunk {n} at {offset}+{size} lies outside the {len}-byte shard").into());
         }
@@ -204,6 +256,25 @@ impl DirectArray {
         from_little_endian(dest);
         Ok(())
     }
+}
+
+/// Where inner chunk `n` lies in its shard, from the shard's index (checksum checked): `None` for
+/// an empty inner chunk.
+fn inner_entry(index: &[u8], layout: &ShardLayout, n: u64) -> Result<Option<(u64, u64)>, BoxError> {
+    if index.len() as u64 != layout.index_len() {
+        return Err(format!("shard index of {} bytes, {} expected", index.len(), layout.index_len()).into());
+    }
+    if layout.crc {
+        let (body, sum) = index.split_at(index.len() - 4);
+        let stored = u32::from_le_bytes(sum.try_into().expect("4 bytes"));
+        if crc32c::crc32c(body) != stored {
+            return Err("shard index checksum mismatch (corrupt shard)".into());
+        }
+    }
+    let entry = &index[(n * 16) as usize..(n * 16 + 16) as usize];
+    let offset = u64::from_le_bytes(entry[..8].try_into().expect("8 bytes"));
+    let size = u64::from_le_bytes(entry[8..].try_into().expect("8 bytes"));
+    Ok((offset != u64::MAX || size != u64::MAX).then_some((offset, size)))
 }
 
 /// Chunks hold little-endian floats; a no-op on little-endian machines.

@@ -41,8 +41,8 @@
 //!
 //! Stores live in local directories or, with feature `s3`, on S3 ([`StoreLocation`]:
 //! `s3://bucket/path`, endpoint, region, anonymous access, credentials from the `AWS_*`
-//! environment variables): the same validation, read through zarrs over `object_store`, bit for
-//! bit the same planes; a missing chunk (404) is NaN, any other failure an error naming the object.
+//! environment variables): the same validation and the same two read paths over `object_store`,
+//! bit for bit the same planes; a missing chunk (404) is NaN, any other failure an error naming the object.
 //! A read's requests go out together, up to [`RequestOptions::concurrency`] in flight per store,
 //! apart from the read pool's decode threads; [`Om4Store::request_counts`] counts them.
 //!

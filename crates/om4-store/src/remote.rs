@@ -69,8 +69,9 @@ enum Part {
     Size(String),
 }
 
+/// A byte range of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Span {
+pub(crate) enum Span {
     From(u64, Option<u64>),
     Suffix(u64),
 }
@@ -550,6 +551,25 @@ impl Remote {
         })
     }
 
+    /// An object's bytes (`None`: no such object), prefetched or fetched now: what zarrs' `get`
+    /// asks, for om4's own direct decoding.
+    pub(crate) fn get_whole(&self, key: &str) -> Result<MaybeBytes, StorageError> {
+        match self.answers(vec![Part::Whole(key.to_string())])?.pop() {
+            Some(Fetched::Bytes(bytes)) => Ok(Some(bytes)),
+            Some(Fetched::Missing) => Ok(None),
+            _ => Err(unexpected(key, "GET")),
+        }
+    }
+
+    /// A byte range of an object (`None`: no such object), as zarrs' partial reads ask it.
+    pub(crate) fn get_range(&self, key: &str, span: Span) -> Result<MaybeBytes, StorageError> {
+        match self.answers(vec![Part::Range(key.to_string(), span)])?.pop() {
+            Some(Fetched::Bytes(bytes)) => Ok(Some(bytes)),
+            Some(Fetched::Missing) => Ok(None),
+            _ => Err(unexpected(key, "ranged GET")),
+        }
+    }
+
     /// Answers for `parts`, prefetched or fetched now.
     fn answers(&self, parts: Vec<Part>) -> Result<Vec<Fetched>, StorageError> {
         match self.lookup(&parts) {
@@ -580,17 +600,13 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-fn unexpected(key: &StoreKey, what: &str) -> StorageError {
+fn unexpected(key: impl std::fmt::Display, what: &str) -> StorageError {
     StorageError::Other(format!("{key}: unexpected answer to a {what} request"))
 }
 
 impl ReadableStorageTraits for Remote {
     fn get(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
-        match self.answers(vec![Part::Whole(key.as_str().to_string())])?.pop() {
-            Some(Fetched::Bytes(bytes)) => Ok(Some(bytes)),
-            Some(Fetched::Missing) => Ok(None),
-            _ => Err(unexpected(key, "GET")),
-        }
+        self.get_whole(key.as_str())
     }
 
     fn get_partial_many<'a>(

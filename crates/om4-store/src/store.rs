@@ -84,9 +84,9 @@ impl Om4Store {
     }
 
     /// Opens the store at `location`, local or remote, with the same validation and reads.
-    /// A remote store is read through zarrs (the direct one-plane decoding reads local files
-    /// only); its consolidated metadata (`.zmetadata`), when present, makes opening one request
-    /// plus the coordinate reads.
+    /// A remote store's one-plane chunks decode straight into place as a local store's do (the
+    /// rest through zarrs); its consolidated metadata (v2 `.zmetadata`, or v3 in the root
+    /// `zarr.json`), when present, makes opening one request plus the coordinate reads.
     ///
     /// # Errors
     /// As [`open`](Self::open); [`Error::Store`] for a remote store when om4-store was built
