@@ -11,6 +11,10 @@ use crate::pool::ReadPool;
 use crate::store::{Om4Store, Selection};
 use crate::zarr::{self, Axes};
 
+/// Waves of a remote read whose requests are in flight while one decodes.
+#[cfg(feature = "s3")]
+const WAVES_AHEAD: usize = 3;
+
 /// Splits `out` into consecutive slices of the given lengths (one per task), so that parallel
 /// tasks each own their part.
 pub(crate) fn carve(out: &mut [f32], lens: impl Iterator<Item = usize>) -> Vec<&mut [f32]> {
@@ -150,10 +154,12 @@ impl Om4Store {
         }
     }
 
-    /// The remote read, in waves of `2 × concurrency` tasks. In a wave every waiting task tries to
-    /// decode on the pool, then the requests they lacked are fetched together, until all are
-    /// decoded (see `remote`'s module docs); the next wave's first requests are in flight while
-    /// this one decodes. Only two waves' compressed chunks are held at once.
+    /// The remote read, in waves of `concurrency / 2` tasks taken in (array, level, time) order, so
+    /// that the inner chunks of one shard fall in one wave and merge into one request. In a wave
+    /// every waiting task tries to decode on the pool, then the requests they lacked are fetched
+    /// together, until all are decoded (see `remote`'s module docs). The requests of the next
+    /// [`WAVES_AHEAD`] waves are in flight while a wave decodes, so decoding overlaps fetching
+    /// within one read; at most `WAVES_AHEAD + 1` waves' compressed chunks are held at once.
     #[cfg(feature = "s3")]
     fn read_prefetched(
         &self,
@@ -161,20 +167,21 @@ impl Om4Store {
         pool: &ReadPool,
         set: &ChannelSet,
         tasks: &[(u64, &RunSpec)],
-        mut slices: Vec<&mut [f32]>,
+        slices: Vec<&mut [f32]>,
         decode: impl Fn(&(u64, &RunSpec), &mut [f32]) -> Result<()> + Sync,
     ) -> Result<()> {
         use crate::remote::{MAX_ROUNDS, Prefetch};
+        use std::collections::VecDeque;
         use std::sync::Arc;
 
-        struct Wave<'t, 's, 'o> {
-            tasks: &'t [(u64, &'t RunSpec)],
-            slices: &'s mut [&'o mut [f32]],
+        struct Wave<'t, 'o> {
+            tasks: Vec<(u64, &'t RunSpec)>,
+            slices: Vec<&'o mut [f32]>,
             done: Vec<bool>,
             prefetch: Arc<Prefetch>,
         }
         // One attempt of every waiting task of `wave`.
-        let attempt = |wave: &mut Wave<'_, '_, '_>| -> Result<()> {
+        let attempt = |wave: &mut Wave<'_, '_>| -> Result<()> {
             let prefetch = &wave.prefetch;
             pool.install(|| {
                 wave.tasks
@@ -195,33 +202,39 @@ impl Om4Store {
                     })
             })
         };
-        let failed = |wave: &Wave<'_, '_, '_>, tag: usize, e: BoxError| {
+        let failed = |wave: &Wave<'_, '_>, tag: usize, e: BoxError| {
             let (row, r) = wave.tasks[tag.min(wave.tasks.len() - 1)];
             self.read_error(&set.arrays[r.array], row, &r.levels, e)
         };
-        let size = 2 * remote.concurrency();
-        let mut waves: Vec<Wave<'_, '_, '_>> = tasks
+        let mut order: Vec<usize> = (0..tasks.len()).collect();
+        order.sort_by_key(|&i| (tasks[i].1.array, tasks[i].1.levels.start, tasks[i].0));
+        let mut slots: Vec<Option<&mut [f32]>> = slices.into_iter().map(Some).collect();
+        let size = (remote.concurrency() / 2).max(1);
+        let mut waves: Vec<Wave<'_, '_>> = order
             .chunks(size)
-            .zip(slices.chunks_mut(size))
-            .map(|(tasks, slices)| Wave { tasks, slices, done: vec![false; tasks.len()], prefetch: remote.prefetch() })
+            .map(|chunk| Wave {
+                tasks: chunk.iter().map(|&i| tasks[i]).collect(),
+                slices: chunk.iter().map(|&i| slots[i].take().expect("each task once")).collect(),
+                done: vec![false; chunk.len()],
+                prefetch: remote.prefetch(),
+            })
             .collect();
-        // Each wave's first requests are in flight before the next wave's, and while the wave
-        // before decodes.
-        let mut ahead = None;
-        if let Some(first) = waves.first_mut() {
-            attempt(first)?;
-            ahead = Some(remote.start_fetch(&first.prefetch));
+        // Waves' first requests go out in wave order, WAVES_AHEAD ahead of the wave decoding.
+        let mut ahead = VecDeque::with_capacity(WAVES_AHEAD);
+        for wave in waves.iter_mut().take(WAVES_AHEAD) {
+            attempt(wave)?;
+            ahead.push_back(remote.start_fetch(&wave.prefetch));
         }
         for k in 0..waves.len() {
-            let (current, rest) = waves[k..].split_first_mut().expect("k < len");
-            if let Some(fetching) = ahead.take() {
+            if let Some(fetching) = ahead.pop_front() {
                 let _fetch = tracing::debug_span!("om4_fetch_wait", wave = k).entered();
-                fetching.wait().map_err(|(tag, e)| failed(current, tag, e.into()))?;
+                fetching.wait().map_err(|(tag, e)| failed(&waves[k], tag, e.into()))?;
             }
-            if let Some(next) = rest.first_mut() {
+            if let Some(next) = waves.get_mut(k + WAVES_AHEAD) {
                 attempt(next)?;
-                ahead = Some(remote.start_fetch(&next.prefetch));
+                ahead.push_back(remote.start_fetch(&next.prefetch));
             }
+            let current = &mut waves[k];
             for round in 0.. {
                 attempt(current)?;
                 if current.prefetch.pending() == 0 {

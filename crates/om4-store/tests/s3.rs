@@ -78,6 +78,12 @@ fn same_as_local(test: &str, cfg: &SynthConfig) {
     let pool = om4_store::ReadPool::new(2).unwrap();
     remote.reader(&pool, &set.zarrs_only(), &sel).read(&positions, &mut via_zarrs).unwrap();
     assert_eq!(common::bits(&via_zarrs), expected, "through zarrs");
+    // Few requests in flight: a read of many waves, each decoding while the next ones fetch,
+    // shards split across waves.
+    let StoreLocation::S3(mut narrow) = s3(&endpoint, &bucket, "runs/demo/OM4.zarr") else { unreachable!() };
+    narrow.requests.concurrency = Some(3);
+    let narrow = Om4Store::open_location(&StoreLocation::S3(narrow)).unwrap();
+    assert_eq!(common::bits(&common::read_all(&narrow, cfg.levels)), expected, "in many waves");
     assert_eq!(remote.masks(&set).unwrap(), local.masks(&local.channels(&names).unwrap()).unwrap());
 
     let sibling = |name: &str| s3(&endpoint, &bucket, "runs/demo/OM4.zarr").sibling(name);
@@ -108,17 +114,16 @@ fn compact_v3_sharded() {
     same_as_local("compact-v3-sharded", &config(SynthLayout::Compact, SynthFormat::V3, Some(4), false));
 }
 
-#[test]
-fn missing_chunk_reads_as_nan() {
-    let Some(endpoint) = endpoint("missing-chunk") else { return };
+/// Deletes `key` (under the store) from both copies, then reads time row 3 of `thetao_0` and
+/// `zos` remotely, directly and through zarrs: the plane in `key` is NaN, as locally.
+fn missing_reads_as_nan(test: &str, cfg: &SynthConfig, key: &str) {
+    let Some(endpoint) = endpoint(test) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
-    let paths = common::make(dir.path(), &cfg);
-    let bucket = bucket(&endpoint, "missing-chunk");
+    let paths = common::make(dir.path(), cfg);
+    let bucket = bucket(&endpoint, test);
     upload(&endpoint, &bucket, dir.path(), "s");
-    // time row 3 of thetao_0, gone from both copies
-    std::fs::remove_file(paths.data.join("thetao_0/3.0.0")).unwrap();
-    delete(&endpoint, &bucket, "s/OM4.zarr/thetao_0/3.0.0");
+    std::fs::remove_file(paths.data.join(key)).unwrap();
+    delete(&endpoint, &bucket, &format!("s/OM4.zarr/{key}"));
 
     let remote = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
     let local = Om4Store::open(&paths.data).unwrap();
@@ -138,6 +143,19 @@ fn missing_chunk_reads_as_nan() {
         assert!(r[60..].iter().any(|v| !v.is_nan()), "the other channel is read");
         assert_eq!(common::bits(&r), common::bits(&l), "zarrs only: {zarrs_only}");
     }
+}
+
+#[test]
+fn missing_chunk_reads_as_nan() {
+    // time row 3 of thetao_0
+    missing_reads_as_nan("missing-chunk", &config(SynthLayout::Flat, SynthFormat::V2, None, true), "thetao_0/3.0.0");
+}
+
+#[test]
+fn missing_shard_reads_as_nan() {
+    // time rows 0–3 of thetao_0: one shard
+    let cfg = config(SynthLayout::Flat, SynthFormat::V3, Some(4), true);
+    missing_reads_as_nan("missing-shard", &cfg, "thetao_0/c/0/0/0");
 }
 
 #[test]
