@@ -20,8 +20,8 @@ data:
   data_location: $dir/demo/OM4.zarr
 $common
 YAML
-# 64 requests in flight: moto's Python server slows down badly under om4's default of 256
-# connections (measured on the demo: data wait p50 795 ms at 256, 27 ms at 64, 50 ms at 128)
+# 64 requests in flight: moto's Python server slows down badly with many connections (om4's default is 512)
+# (measured on the demo: data wait p50 795 ms at 256 in flight, 27 ms at 64, 50 ms at 128)
 s3() { echo "{type: s3, endpoint_url: \"$OM4_S3_ENDPOINT\", anon: true, bucket: om4-train, path: demo/$1, requests: {concurrency: 64}}"; }
 cat > "$dir/s3.yaml" <<YAML
 data:

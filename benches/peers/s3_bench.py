@@ -1,13 +1,16 @@
 """om4 against TensorStore's S3 driver and zarr-python (obstore) on the same S3 bucket, with
-per-request latency added by benches/peers/latency_proxy.rs: raw windows and Samudra batches.
+per-request latency added: raw windows and Samudra batches.
 
-The stores are synthesized locally (`om4 synth`), uploaded to the local S3 server of
-scripts/s3-server.sh (moto, 127.0.0.1), and read through one proxy per latency (0, 10, 50 ms
-before each request is forwarded). Every reader fills one reused (steps, channels, y, x) float32
-buffer per window with the channels in om4's order; each reader's first window is compared with
-om4's (`om4 bench read --check-out`) before any timing, and a reader that differs is reported and
-not timed. Rounds interleave the readers. om4 reports its requests per open and per window.
-Run through s3.sh.
+The stores are synthesized locally (`om4 synth`) and served on 127.0.0.1 either by
+benches/peers/s3-server (`--server-binary`: the stores' folder served as it is, each request
+answered 0, 10 or 50 ms after it arrived; one server per latency) or by another S3 server
+(`--endpoint`, e.g. scripts/s3-server.sh's moto: the stores uploaded, and one
+benches/peers/latency_proxy.rs per latency in front). Every reader fills reused
+(steps, channels, y, x) float32 buffers with the channels in om4's order, one window at a time or
+`--in-flight` windows at once (each into its own buffer, as a loader's prefetch overlaps batches);
+each reader's first window is compared with om4's (`om4 bench read --check-out`) before any
+timing, and a reader that differs is reported and not timed. Rounds interleave the readers. om4
+reports its requests per open and per window. Run through s3.sh.
 """
 
 import argparse
@@ -18,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+import collections
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +37,7 @@ BUCKET = "om4-bench"
 # ------------------------------------------------------------------------------ server, proxy
 def make_bucket(endpoint):
     """A public bucket (anonymous GET and LIST), as Samudra's data is published."""
-    if KEY is not None:  # a server that needs signatures (s3s-fs): s3.sh made the bucket as a folder
+    if KEY is not None:  # a signed server's bucket is made by whoever started it
         return
     req = urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT")
     try:
@@ -41,7 +45,7 @@ def make_bucket(endpoint):
     except urllib.error.HTTPError as e:
         if e.code != 409:  # already there
             raise
-    # a server without bucket policies (s3s-fs) serves anonymous reads without one
+    # a server without bucket policies serves anonymous reads without one
     policy = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": "*",
                          "Action": ["s3:GetObject", "s3:ListBucket"],
                          "Resource": [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"]}]}).encode()
@@ -72,14 +76,23 @@ def upload(endpoint, local_dir, prefix):
 
 
 class Proxy:
-    """benches/peers/latency_proxy.rs in front of the server: every request `latency_ms` later."""
+    """A process that prints `port PORT` once it listens: benches/peers/latency_proxy.rs in front
+    of a server (every request `latency_ms` later), or benches/peers/s3-server itself."""
 
-    def __init__(self, binary, upstream, latency_ms):
-        port = urllib.parse.urlparse(upstream).port
-        self.proc = subprocess.Popen([binary, str(port), str(latency_ms)], stdout=subprocess.PIPE, text=True)
+    def __init__(self, cmd):
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         assert line.startswith("port "), line
         self.url = f"http://127.0.0.1:{line.split()[1]}"
+
+    @classmethod
+    def latency(cls, binary, upstream, latency_ms):
+        return cls([binary, str(urllib.parse.urlparse(upstream).port), str(latency_ms)])
+
+    @classmethod
+    def server(cls, binary, root, latency_ms):
+        key = [] if KEY is None else ["--key", ":".join(KEY)]
+        return cls([binary, root, "--delay-ms", str(latency_ms), *key])
 
     def stop(self):
         self.proc.kill()
@@ -127,7 +140,7 @@ def reader_tensorstore(endpoint, prefix, local, cmap, steps, concurrency):
               for a, _ in cmap}
     views = {}
 
-    def read(t0, out):
+    def start(t0, out):
         key = out.ctypes.data
         if key not in views:
             views[key] = [ts.array(out[:, i], copy=False, write=True) for i in range(len(cmap))]
@@ -135,10 +148,9 @@ def reader_tensorstore(endpoint, prefix, local, cmap, steps, concurrency):
         for view, (a, k) in zip(views[key], cmap):
             src = arrays[a][t0:t0 + steps] if k is None else arrays[a][t0:t0 + steps, k]
             futures.append(view.write(src))
-        for f in futures:
-            f.result()
+        return lambda: [f.result() for f in futures]
 
-    return read
+    return start
 
 
 def reader_zarr_obstore(endpoint, prefix, local, cmap, steps, concurrency):
@@ -157,15 +169,30 @@ def reader_zarr_obstore(endpoint, prefix, local, cmap, steps, concurrency):
             arr = arrays[a]
             out[:, i] = arr[t0:t0 + steps] if k is None else arr[t0:t0 + steps, k]
 
-    return read
+    return lambda t0, out: WINDOW_THREADS.submit(read, t0, out).result
 
+
+# zarr-python's windows in flight run on threads of their own (its reads are synchronous).
+WINDOW_THREADS = ThreadPoolExecutor(8)
 
 READERS = {"tensorstore_s3": reader_tensorstore, "zarr_python_obstore": reader_zarr_obstore}
 
 
-def om4_read(args, url, endpoint, starts, steps, repeats, check_out=None):
+def read_windows(start, starts, bufs):
+    """Window i into bufs[i % k], at most k = len(bufs) windows in flight: a reader's `start(t0,
+    out)` begins one window and returns the call that waits for it."""
+    pending = collections.deque()
+    for i, s in enumerate(starts):
+        if len(pending) == len(bufs):
+            pending.popleft()()
+        pending.append(start(s, bufs[i % len(bufs)]))
+    while pending:
+        pending.popleft()()
+
+
+def om4_read(args, url, endpoint, starts, steps, repeats, check_out=None, in_flight=1):
     remote, env = om4_remote(endpoint)
-    cmd = [args.om4, "bench", "read", url, *remote, "--concurrency", str(args.concurrency),
+    cmd = [args.om4, "bench", "read", url, *remote, "--concurrency", str(args.concurrency), "--in-flight", str(in_flight),
            "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", str(repeats), "--json"]
     if check_out:
         cmd += ["--check-out", check_out]
@@ -173,7 +200,7 @@ def om4_read(args, url, endpoint, starts, steps, repeats, check_out=None):
 
 
 # ---------------------------------------------------------------------------------- workloads
-def raw_windows(args, name, local, endpoint, latency):
+def raw_windows(args, name, local, endpoint, latency, in_flight):
     info = bench.store_layout(args.om4, local)
     channels = info["channels"]
     cmap = bench.channel_map(local, channels)
@@ -186,17 +213,17 @@ def raw_windows(args, name, local, endpoint, latency):
     ref_path = os.path.join(args.workdir, "om4_first_window.npy")
     first = om4_read(args, url, endpoint, starts[:1], steps, 1, check_out=ref_path)
     reference = np.load(ref_path)
-    buf = np.empty((steps, len(channels), ny, nx), dtype=np.float32)
+    bufs = [np.empty((steps, len(channels), ny, nx), dtype=np.float32) for _ in range(min(in_flight, len(starts)))]
     readers, status, opens = {}, {}, {"om4": first["open_plus_first_window_s"]}
     for rname in args.readers:
         try:
             t0 = time.perf_counter()
-            read = READERS[rname](endpoint, f"{name}/OM4.zarr", local, cmap, steps, args.concurrency)
-            buf.fill(-1.0)
-            read(starts[0], buf)
+            start = READERS[rname](endpoint, f"{name}/OM4.zarr", local, cmap, steps, args.concurrency)
+            bufs[0].fill(-1.0)
+            start(starts[0], bufs[0])()
             opens[rname] = time.perf_counter() - t0
-            if np.array_equal(buf, reference, equal_nan=True):
-                readers[rname], status[rname] = read, "equal to om4"
+            if np.array_equal(bufs[0], reference, equal_nan=True):
+                readers[rname], status[rname] = start, "equal to om4"
             else:
                 status[rname] = "DIFFERS from om4: not timed"
         except Exception as e:  # reported, not fatal
@@ -208,15 +235,14 @@ def raw_windows(args, name, local, endpoint, latency):
         order = order[r % len(order):] + order[:r % len(order)]
         for rname in order:
             if rname == "om4":
-                res = om4_read(args, url, endpoint, starts, steps, 1)
+                res = om4_read(args, url, endpoint, starts, steps, 1, in_flight=in_flight)
                 rounds["om4"].append(res["gb_per_s_best"])
                 om4_requests = res["requests"]
                 continue
             t0 = time.perf_counter()
-            for s in starts:
-                readers[rname](s, buf)
+            read_windows(readers[rname], starts, bufs)
             rounds[rname].append(window_bytes * len(starts) / (time.perf_counter() - t0) / 1e9)
-    out = {"store": name, "latency_ms": latency, "codecs": info["codecs"], "channels": len(channels), "grid": [ny, nx],
+    out = {"store": name, "latency_ms": latency, "in_flight": len(bufs), "codecs": info["codecs"], "channels": len(channels), "grid": [ny, nx],
            "steps": steps, "windows": len(starts), "window_mb": window_bytes / 1e6, "rounds": args.rounds,
            "status": status, "open_plus_first_window_s": opens, "om4_requests": om4_requests, "readers": {}}
     for rname, gbs in rounds.items():
@@ -282,9 +308,10 @@ def plot(raw, path, server):
     import matplotlib.pyplot as plt
 
     stores = sorted({r["store"] for r in raw})
-    fig, axes = plt.subplots(1, len(stores), figsize=(5 * len(stores), 4.2), squeeze=False)
-    for ax, store in zip(axes[0], stores):
-        rows = sorted((r for r in raw if r["store"] == store), key=lambda r: r["latency_ms"])
+    flights = sorted({r.get("in_flight", 1) for r in raw})
+    fig, axes = plt.subplots(len(flights), len(stores), figsize=(5 * len(stores), 4.2 * len(flights)), squeeze=False)
+    for ax, (store, k) in zip(axes.flat, [(s, k) for k in flights for s in stores]):
+        rows = sorted((r for r in raw if r["store"] == store and r.get("in_flight", 1) == k), key=lambda r: r["latency_ms"])
         names = ["om4"] + [n for n in READERS if any(n in r["readers"] for r in rows)]
         width = 0.8 / len(names)
         for j, n in enumerate(names):
@@ -294,7 +321,7 @@ def plot(raw, path, server):
         ax.set_xticklabels([f"{r['latency_ms']:g} ms" for r in rows])
         ax.set_xlabel("latency added per request")
         ax.set_ylabel("GB/s (median of rounds, decompressed)")
-        ax.set_title(f"{store}: raw windows from S3 ({server} on loopback)", fontsize=9)
+        ax.set_title(f"{store}: raw windows, {k} in flight ({server})", fontsize=9)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -302,12 +329,15 @@ def plot(raw, path, server):
 
 def markdown(raw, batches, args):
     out = [f"Median GB/s of decompressed planes over {args.rounds} interleaved rounds (in brackets om4's ratio to that "
-           "reader per round); om4's throughput at that latency over its own at 0 ms; om4's requests per window "
-           "(GETs, fetch rounds) and per open.", "",
-           "| store | latency | om4 | TensorStore S3 | zarr-python + obstore | om4 vs own 0 ms | om4 GETs / rounds per window | om4 open GETs | open + first window s (om4 / TensorStore / zarr-python) |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    zero = {r["store"]: r["readers"]["om4"]["gb_per_s_median"] for r in raw if r["latency_ms"] == 0}
-    for r in sorted(raw, key=lambda r: (r["store"], r["latency_ms"])):
+           "reader per round), with 1 or more windows in flight for every reader; om4's throughput over its own best "
+           "at 0 ms (either number in flight); om4's requests per window (GETs, fetch rounds) and per open.", "",
+           "| store | latency | in flight | om4 | TensorStore S3 | zarr-python + obstore | om4 vs own best 0 ms | om4 GETs / rounds per window | om4 open GETs | open + first window s (om4 / TensorStore / zarr-python) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    zero = {}
+    for r in raw:
+        if r["latency_ms"] == 0:
+            zero[r["store"]] = max(zero.get(r["store"], 0.0), r["readers"]["om4"]["gb_per_s_median"])
+    for r in sorted(raw, key=lambda r: (r["store"], r["latency_ms"], r.get("in_flight", 1))):
         cell = lambda n: ("—" if n not in r["readers"] else
                           f"{r['readers'][n]['gb_per_s_median']:.3f} ({', '.join(f'{x:.2f}' for x in r['readers'][n]['om4_ratio_per_round'])}×)")
         o = r["readers"]["om4"]["gb_per_s_median"]
@@ -315,7 +345,7 @@ def markdown(raw, batches, args):
         pw, op = q.get("per_window", {}), q.get("open", {})
         opens = " / ".join(f"{r['open_plus_first_window_s'][n]:.2f}" if n in r["open_plus_first_window_s"] else "—"
                            for n in ["om4", "tensorstore_s3", "zarr_python_obstore"])
-        out.append(f"| {r['store']} | {r['latency_ms']:g} ms | {o:.3f} | {cell('tensorstore_s3')} | {cell('zarr_python_obstore')} | "
+        out.append(f"| {r['store']} | {r['latency_ms']:g} ms | {r.get('in_flight', 1)} | {o:.3f} | {cell('tensorstore_s3')} | {cell('zarr_python_obstore')} | "
                    f"{own(o, zero.get(r['store']))} | {pw.get('gets', 0):.0f} / {pw.get('rounds', 0):.1f} | {op.get('gets', 0)} | {opens} |")
     bad = [f"{r['store']} {r['latency_ms']:g} ms {n}: {s}" for r in raw for n, s in r["status"].items() if s != "equal to om4"]
     if bad:
@@ -339,9 +369,36 @@ def per_batch(b):
     return "—" if q is None else f"{q['gets']:.0f} / {q['rounds']:.1f}"
 
 
-def write_tables(path, text):
+def sweep(args, server):
+    """om4 alone at each concurrency: the table its default comes from."""
+    rows = []
+    for latency in map(float, args.latencies.split(",")):
+        proxy = server(latency)
+        try:
+            for local in args.store:
+                name = os.path.basename(local.rstrip("/"))
+                info = bench.store_layout(args.om4, os.path.join(local, "OM4.zarr"))
+                rng = random.Random(args.seed)
+                starts = [rng.randrange(0, info["time"]["steps"] - args.steps + 1) for _ in range(args.windows)]
+                for k in map(int, args.in_flight.split(",")):
+                    cells = []
+                    for c in map(int, args.sweep.split(",")):
+                        args.concurrency = c
+                        res = om4_read(args, f"s3://{BUCKET}/{name}/OM4.zarr", proxy.url, starts, args.steps, 3, in_flight=k)
+                        cells.append(f"{res['gb_per_s_median']:.2f}")
+                        print(name, latency, k, c, cells[-1], file=sys.stderr, flush=True)
+                    rows.append(f"| {name} | {latency:g} ms | {k} | " + " | ".join(cells) + " |")
+        finally:
+            proxy.stop()
+    head = " | ".join(args.sweep.split(","))
+    return (f"om4 alone, median GB/s of {args.windows} windows of {args.steps} steps × 3 repeats, by requests in flight:\n\n"
+            f"| store | latency | windows in flight | {head} |\n|---|---|---|{'---|' * len(args.sweep.split(','))}\n"
+            + "\n".join(rows) + "\n")
+
+
+def write_tables(path, text, marker="peers-s3"):
     doc = open(path).read()
-    begin, end = "<!-- peers-s3:begin -->\n", "<!-- peers-s3:end -->"
+    begin, end = f"<!-- {marker}:begin -->\n", f"<!-- {marker}:end -->"
     i, j = doc.index(begin) + len(begin), doc.index(end)
     with open(path, "w") as f:
         f.write(doc[:i] + text + doc[j:])
@@ -350,8 +407,11 @@ def write_tables(path, text):
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--om4", required=True)
-    p.add_argument("--endpoint", required=True, help="the S3 server (scripts/s3-server.sh's OM4_S3_ENDPOINT)")
+    p.add_argument("--server-binary", help="benches/peers/s3-server's binary: serves --bucket-root, one server per latency")
+    p.add_argument("--bucket-root", help="folder of buckets for --server-binary (s3.sh links the stores into om4-bench/)")
+    p.add_argument("--endpoint", help="another S3 server (scripts/s3-server.sh's OM4_S3_ENDPOINT): stores uploaded, a proxy per latency")
     p.add_argument("--proxy", default="target/release/examples/latency_proxy")
+    p.add_argument("--in-flight", default="1,3", help="windows in flight, every reader alike (one row each)")
     p.add_argument("--store", action="append", default=[], help="a local store directory holding OM4.zarr (repeatable)")
     p.add_argument("--batch-store", action="append", default=[], help="also time Samudra batches on this store (a --store)")
     p.add_argument("--latencies", default="0,10,50")
@@ -359,40 +419,56 @@ def main():
     p.add_argument("--windows", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--concurrency", type=int, default=256, help="requests in flight, the same for every reader")
+    p.add_argument("--concurrency", type=int, default=512, help="requests in flight, the same for every reader (om4's default)")
     p.add_argument("--levels", type=int, default=19)
     p.add_argument("--batch-sizes", default="1,4")
     p.add_argument("--batches", type=int, default=3)
     p.add_argument("--readers", default=",".join(READERS))
-    p.add_argument("--server", default="s3s-fs", help="the server's name, for the plot")
+    p.add_argument("--server", default="om4-bench-s3", help="the server's name, for the plot")
     p.add_argument("--key", help="ID:SECRET to sign requests with (a server that needs signatures); default anonymous")
     p.add_argument("--workdir", default="/tmp")
     p.add_argument("--out", required=True)
     p.add_argument("--plot")
     p.add_argument("--tables")
     p.add_argument("--from-json", action="store_true")
+    p.add_argument("--sweep", help="only om4, at these requests in flight (comma-separated): its default's table")
     args = p.parse_args()
     args.readers = [r for r in args.readers.split(",") if r]
     global KEY
     if args.key:
         KEY = tuple(args.key.split(":", 1))
         os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = KEY  # TensorStore's "environment"
+    def server(latency):
+        if args.server_binary:
+            return Proxy.server(args.server_binary, args.bucket_root, latency)
+        return Proxy.latency(args.proxy, args.endpoint, latency)
+
+    if args.sweep:
+        table = sweep(args, server)
+        print(table)
+        if args.tables:
+            write_tables(args.tables, table, "peers-s3-sweep")
+        return
     if args.from_json:
         saved = json.load(open(args.out))
     else:
-        make_bucket(args.endpoint)
-        for local in args.store:
-            n = upload(args.endpoint, local, os.path.basename(local.rstrip("/")))
-            print(f"uploaded {local}: {n} objects", file=sys.stderr, flush=True)
+        if (args.server_binary is None) == (args.endpoint is None):
+            p.error("give --server-binary (with --bucket-root) or --endpoint")
+        if args.endpoint:
+            make_bucket(args.endpoint)
+            for local in args.store:
+                n = upload(args.endpoint, local, os.path.basename(local.rstrip("/")))
+                print(f"uploaded {local}: {n} objects", file=sys.stderr, flush=True)
         saved = {"raw_windows": [], "samudra_batch": [], "concurrency": args.concurrency, "server": args.server}
         for latency in map(float, args.latencies.split(",")):
-            proxy = Proxy(args.proxy, args.endpoint, latency)
+            proxy = server(latency)
             try:
                 for local in args.store:
                     name = os.path.basename(local.rstrip("/"))
-                    r = raw_windows(args, name, os.path.join(local, "OM4.zarr"), proxy.url, latency)
-                    print(json.dumps(r), flush=True)
-                    saved["raw_windows"].append(r)
+                    for k in map(int, args.in_flight.split(",")):
+                        r = raw_windows(args, name, os.path.join(local, "OM4.zarr"), proxy.url, latency, k)
+                        print(json.dumps(r), flush=True)
+                        saved["raw_windows"].append(r)
                 for local in args.batch_store:
                     name = os.path.basename(local.rstrip("/"))
                     for b in map(int, args.batch_sizes.split(",")):

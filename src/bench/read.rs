@@ -51,6 +51,10 @@ pub(crate) struct ReadArgs {
     /// windows that do not overlap (`--starts`), so that no plane is read twice.
     #[arg(long)]
     cold: bool,
+    /// Windows read at once, each into its own buffer by its own thread (as a loader's prefetch
+    /// overlaps batches): with a remote store one window's round trips overlap another's reads.
+    #[arg(long, default_value_t = 1)]
+    in_flight: usize,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -65,8 +69,11 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
     let channels = if a.channels.is_empty() { store.channel_names() } else { a.channels.clone() };
     let set = store.channels(&channels)?;
     let t = set.time_len();
-    if a.steps == 0 || a.steps > t || a.windows == 0 || a.repeats == 0 {
-        bail!("need 1 ≤ steps ≤ {t} time steps, and at least one window and repeat");
+    if a.steps == 0 || a.steps > t || a.windows == 0 || a.repeats == 0 || a.in_flight == 0 {
+        bail!("need 1 ≤ steps ≤ {t} time steps, and at least one window, repeat and window in flight");
+    }
+    if a.in_flight > 1 && (a.reference || a.memcpy || a.cold) {
+        bail!("--in-flight reads windows at once; --reference, --memcpy and --cold time one at a time");
     }
     if let Some(&s) = a.starts.iter().find(|&&s| s + a.steps > t) {
         bail!("window start {s} + {} steps runs past the {t} time steps", a.steps);
@@ -88,13 +95,25 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
         a.starts.clone()
     };
     let plane = set.grid().plane();
-    let mut buf = vec![0f32; a.steps * set.len() * plane];
-    let pass = |buf: &mut [f32]| -> Result<()> {
-        for &s in &starts {
-            let positions: Vec<usize> = (s..s + a.steps).collect();
-            store.reader(&pool, &set, &sel).read(&positions, buf)?;
+    let mut bufs = vec![vec![0f32; a.steps * set.len() * plane]; a.in_flight.min(starts.len())];
+    // One pass over the windows: window i into buffer i mod k, on k threads at once (k = 1: here).
+    let pass = |bufs: &mut [Vec<f32>]| -> Result<()> {
+        let k = bufs.len();
+        let read = |first: usize, buf: &mut [f32]| -> Result<()> {
+            for &s in starts.iter().skip(first).step_by(k) {
+                let positions: Vec<usize> = (s..s + a.steps).collect();
+                store.reader(&pool, &set, &sel).read(&positions, buf)?;
+            }
+            Ok(())
+        };
+        if let [buf] = bufs {
+            return read(0, buf);
         }
-        Ok(())
+        std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                bufs.iter_mut().enumerate().map(|(i, buf)| scope.spawn(move || read(i, buf))).collect();
+            handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| bail!("a reading thread panicked")))
+        })
     };
     if a.cold && a.check_out.is_some() {
         bail!("--check-out writes the first window, which --cold does not read on its own");
@@ -104,13 +123,13 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
     if !a.cold {
         // Open, validate and read the first window: what a fresh training process pays up front.
         let first: Vec<usize> = (starts[0]..starts[0] + a.steps).collect();
-        store.reader(&pool, &set, &sel).read(&first, &mut buf)?;
+        store.reader(&pool, &set, &sel).read(&first, &mut bufs[0])?;
         open_plus_first_window = Some(opened.elapsed().as_secs_f64());
         if let Some(path) = &a.check_out {
             let g = set.grid();
-            crate::npy::write_f32(path, &[a.steps, set.len(), g.y, g.x], &buf)?;
+            crate::npy::write_f32(path, &[a.steps, set.len(), g.y, g.x], &bufs[0])?;
         }
-        pass(&mut buf)?; // warm-up: page cache and allocator
+        pass(&mut bufs)?; // warm-up: page cache and allocator
     }
     let load_before = load_average();
     let timed_requests = store.request_counts();
@@ -118,7 +137,7 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
     let mut secs = Vec::with_capacity(repeats);
     for _ in 0..repeats {
         let t0 = Instant::now();
-        pass(&mut buf)?;
+        pass(&mut bufs)?;
         secs.push(t0.elapsed().as_secs_f64());
     }
     let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| b - a);
@@ -137,7 +156,7 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
             let (mut read, mut decode, mut compressed) = (0.0, 0.0, 0.0);
             for &s in &starts {
                 let positions: Vec<usize> = (s..s + a.steps).collect();
-                let t = store.read_decode_reference(&pool, &set, &sel, &positions, &mut buf, &mut frames)?;
+                let t = store.read_decode_reference(&pool, &set, &sel, &positions, &mut bufs[0], &mut frames)?;
                 read += t.read.as_secs_f64();
                 decode += t.decode.as_secs_f64();
                 compressed += t.compressed_bytes as f64;
@@ -156,11 +175,11 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
         None
     };
     let memcpy = a.memcpy.then(|| {
-        let planes = copy_ceiling(&pool, &mut buf, plane, a.repeats * starts.len());
-        let block = buf.len().div_ceil(threads);
-        let blocks = copy_ceiling(&pool, &mut buf, block, a.repeats * starts.len());
+        let planes = copy_ceiling(&pool, &mut bufs[0], plane, a.repeats * starts.len());
+        let block = bufs[0].len().div_ceil(threads);
+        let blocks = copy_ceiling(&pool, &mut bufs[0], block, a.repeats * starts.len());
         json!({
-            "window_bytes": std::mem::size_of_val(buf.as_slice()), "planes_gb_per_s": planes, "blocks_gb_per_s": blocks,
+            "window_bytes": std::mem::size_of_val(bufs[0].as_slice()), "planes_gb_per_s": planes, "blocks_gb_per_s": blocks,
             "om4_best_over_planes": best / planes, "om4_best_over_blocks": best / blocks,
         })
     });
@@ -178,11 +197,11 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
     let report = json!({
         "requests": requests,
         "store": a.store, "channels": set.len(), "grid": [set.grid().y, set.grid().x], "steps": a.steps,
-        "windows": starts.len(), "starts": starts, "repeats": repeats, "cold": a.cold, "threads": threads, "bytes_per_repeat": bytes,
+        "windows": starts.len(), "starts": starts, "in_flight": bufs.len(), "repeats": repeats, "cold": a.cold, "threads": threads, "bytes_per_repeat": bytes,
         "gb_per_s_best": best, "gb_per_s_median": med,
         "planes_per_s_best": best * 1e9 / (plane as f64 * 4.0), "planes_per_s_median": med * 1e9 / (plane as f64 * 4.0),
         "cpu_seconds_per_gb": cpu.map(|c| c / total_gb), "open_plus_first_window_s": open_plus_first_window, "peak_rss_bytes": peak_rss_bytes(), "read_decode_reference": reference, "memcpy": memcpy, "load_average_before": load_before, "load_average_after": load_average(),
-        "finite_checksum": buf.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v)).sum::<f64>(),
+        "finite_checksum": bufs[0].iter().filter(|v| v.is_finite()).map(|&v| f64::from(v)).sum::<f64>(),
     });
     if a.json {
         println!("{report}");

@@ -91,9 +91,10 @@ impl RequestOptions {
     pub const DEFAULT_MAX_RETRIES: usize = 5;
     /// Default retry window, seconds.
     pub const DEFAULT_RETRY_WINDOW_S: f64 = 60.0;
-    /// Default requests in flight per store: at 50 ms a request, 64 gave 0.24 GB/s, 128 0.37, 256
-    /// 0.53 and 512 0.52 (the zero-latency rate: 0.55–0.6) on the benchmark of docs/benchmarks.md.
-    pub const DEFAULT_CONCURRENCY: usize = 256;
+    /// Default requests in flight per store, from the sweep in docs/benchmarks.md
+    /// (`benches/peers/s3.sh --sweep`): at 50 ms a request a 1° window of 480 chunks reads about
+    /// 1.6× faster at 512 than at 256, and 1024 adds little more.
+    pub const DEFAULT_CONCURRENCY: usize = 512;
     /// The most requests in flight per read.
     pub const MAX_CONCURRENCY: usize = 4096;
 

@@ -8,14 +8,15 @@
 //!   it a HEAD and a ranged GET), a byte range is one ranged GET, suffix ranges included, without a
 //!   HEAD first.
 //! * **Prefetched**, for plane reads, the arrays' metadata documents and the small arrays
-//!   (coordinates, masks, statistics) ([`Prefetch`]): zarrs decodes each task against the answers fetched so far; a request it
-//!   lacks is recorded and the attempt stops at once. The recorded requests of all tasks are then
-//!   fetched together on the runtime and the waiting tasks decode again. So request concurrency
-//!   is set apart from the decode threads, and zarrs alone decides which requests a read needs: a
-//!   plain chunk takes one round, a sharded v3 chunk two (its shard's index, then the inner
+//!   (coordinates, masks, statistics) ([`Prefetch`]): each task decodes (om4's direct path or
+//!   zarrs) against the answers fetched so far; a request it lacks is recorded and the attempt
+//!   stops at once. The recorded requests of all tasks are then fetched together on the runtime
+//!   and the waiting tasks decode again. So request concurrency is set apart from the decode
+//!   threads, and the decoder alone decides which requests a read needs (the direct path asks
+//!   exactly what zarrs would): a plain chunk takes one round, a sharded v3 chunk two (its shard's index, then the inner
 //!   chunk's byte range). Shard indexes stay cached for the store's lifetime, so later reads in a
 //!   shard take one round, and adjacent byte ranges of one object go as one ranged GET
-//!   ([`coalesce`]). Plane reads go in waves; the next wave's requests are in flight while a wave
+//!   ([`coalesce`]). Plane reads go in waves; the next waves' requests are in flight while a wave
 //!   decodes (`Om4Store::read_planes`).
 //!
 //! Every request, direct or prefetched, holds one of the store's `RequestOptions::concurrency`
