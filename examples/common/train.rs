@@ -299,8 +299,13 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         let stds = given(&args.stds, &file.data.data_stds_location)?.unwrap_or(data.sibling("OM4_stds.zarr"));
         (data, means, stds)
     };
-    // Samudra's channels for as many levels as the store has (19 for OM4; the demo's 3)
-    let levels = if demo { 3 } else { om4_store::Om4Store::open_location(&data)?.levels().map_or(19, <[f64]>::len) };
+    // Samudra's channels for as many levels as the store has (19 for OM4; the demo's 3): the store
+    // is opened once more to count them, unless the file lists both channel sets itself.
+    let levels = match (&file.data.prognostic, &file.data.boundary) {
+        _ if demo => 3,
+        (Some(_), Some(_)) => 19, // unused: the file's lists replace Samudra's below
+        _ => om4_store::Om4Store::open_location(&data)?.levels().map_or(19, <[f64]>::len),
+    };
     let channels = SourceConfig::samudra(data, means, stds, levels);
     let source_config = SourceConfig {
         prognostic: file.data.prognostic.clone().unwrap_or(channels.prognostic.clone()),

@@ -33,6 +33,18 @@ pub(crate) enum ChunksAt {
     Remote(std::sync::Arc<crate::remote::Remote>, String),
 }
 
+impl ChunksAt {
+    /// The directory of a local array.
+    #[cfg(feature = "bench-reference")]
+    fn dir(&self) -> Option<&std::path::Path> {
+        match self {
+            Self::Dir(dir) => Some(dir),
+            #[cfg(feature = "s3")]
+            Self::Remote(..) => None,
+        }
+    }
+}
+
 thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -170,7 +182,7 @@ impl DirectArray {
         if self.chunks.shard.is_some() {
             return Err("sharded arrays are not measured (unsharded one-plane chunks only)".into());
         }
-        let ChunksAt::Dir(dir) = &self.chunks_at else {
+        let Some(dir) = self.chunks_at.dir() else {
             return Err("only local stores are measured".into());
         };
         for (k, frame) in frames.iter_mut().enumerate() {
