@@ -75,7 +75,7 @@ def upload(endpoint, local_dir, prefix):
     return len(files)
 
 
-class Proxy:
+class Endpoint:
     """A process that prints `port PORT` once it listens: benches/peers/latency_proxy.rs in front
     of a server (every request `latency_ms` later), or benches/peers/s3-server itself."""
 
@@ -373,7 +373,7 @@ def sweep(args, server):
     """om4 alone at each concurrency: the table its default comes from."""
     rows = []
     for latency in map(float, args.latencies.split(",")):
-        proxy = server(latency)
+        endpoint = server(latency)
         try:
             for local in args.store:
                 name = os.path.basename(local.rstrip("/"))
@@ -384,12 +384,12 @@ def sweep(args, server):
                     cells = []
                     for c in map(int, args.sweep.split(",")):
                         args.concurrency = c
-                        res = om4_read(args, f"s3://{BUCKET}/{name}/OM4.zarr", proxy.url, starts, args.steps, 3, in_flight=k)
+                        res = om4_read(args, f"s3://{BUCKET}/{name}/OM4.zarr", endpoint.url, starts, args.steps, 3, in_flight=k)
                         cells.append(f"{res['gb_per_s_median']:.2f}")
                         print(name, latency, k, c, cells[-1], file=sys.stderr, flush=True)
                     rows.append(f"| {name} | {latency:g} ms | {k} | " + " | ".join(cells) + " |")
         finally:
-            proxy.stop()
+            endpoint.stop()
     head = " | ".join(args.sweep.split(","))
     return (f"om4 alone, median GB/s of {args.windows} windows of {args.steps} steps × 3 repeats, by requests in flight:\n\n"
             f"| store | latency | windows in flight | {head} |\n|---|---|---|{'---|' * len(args.sweep.split(','))}\n"
@@ -440,8 +440,8 @@ def main():
         os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = KEY  # TensorStore's "environment"
     def server(latency):
         if args.server_binary:
-            return Proxy.server(args.server_binary, args.bucket_root, latency)
-        return Proxy.latency(args.proxy, args.endpoint, latency)
+            return Endpoint.server(args.server_binary, args.bucket_root, latency)
+        return Endpoint.latency(args.proxy, args.endpoint, latency)
 
     if args.sweep:
         table = sweep(args, server)
@@ -461,22 +461,22 @@ def main():
                 print(f"uploaded {local}: {n} objects", file=sys.stderr, flush=True)
         saved = {"raw_windows": [], "samudra_batch": [], "concurrency": args.concurrency, "server": args.server}
         for latency in map(float, args.latencies.split(",")):
-            proxy = server(latency)
+            endpoint = server(latency)
             try:
                 for local in args.store:
                     name = os.path.basename(local.rstrip("/"))
                     for k in map(int, args.in_flight.split(",")):
-                        r = raw_windows(args, name, os.path.join(local, "OM4.zarr"), proxy.url, latency, k)
+                        r = raw_windows(args, name, os.path.join(local, "OM4.zarr"), endpoint.url, latency, k)
                         print(json.dumps(r), flush=True)
                         saved["raw_windows"].append(r)
                 for local in args.batch_store:
                     name = os.path.basename(local.rstrip("/"))
                     for b in map(int, args.batch_sizes.split(",")):
-                        r = samudra_batches(args, name, os.path.join(local, "OM4.zarr"), proxy.url, latency, b)
+                        r = samudra_batches(args, name, os.path.join(local, "OM4.zarr"), endpoint.url, latency, b)
                         print(json.dumps(r), flush=True)
                         saved["samudra_batch"].append(r)
             finally:
-                proxy.stop()
+                endpoint.stop()
         with open(args.out, "w") as f:
             json.dump(saved, f, indent=1)
     if args.plot:

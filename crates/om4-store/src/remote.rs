@@ -13,10 +13,10 @@
 //!   stops at once. The recorded requests of all tasks are then fetched together on the runtime
 //!   and the waiting tasks decode again. So request concurrency is set apart from the decode
 //!   threads, and the decoder alone decides which requests a read needs (the direct path asks
-//!   exactly what zarrs would): a plain chunk takes one round, a sharded v3 chunk two (its shard's index, then the inner
-//!   chunk's byte range). Shard indexes stay cached for the store's lifetime, so later reads in a
-//!   shard take one round, and adjacent byte ranges of one object go as one ranged GET
-//!   ([`coalesce`]). Plane reads go in waves; the next waves' requests are in flight while a wave
+//!   exactly what zarrs would): a plain chunk takes one round, a sharded v3 chunk two (its
+//!   shard's index, then the inner chunk's byte range). Shard indexes stay cached for the
+//!   store's lifetime, so later reads in a shard take one round, and adjacent byte ranges of one
+//!   object go as one ranged GET ([`coalesce`]). Plane reads go in waves; the next waves' requests are in flight while a wave
 //!   decodes (`Om4Store::read_planes`).
 //!
 //! Every request, direct or prefetched, holds one of the store's `RequestOptions::concurrency`
@@ -477,19 +477,21 @@ impl Remote {
     /// An object's bytes (`None`: no such object), prefetched or fetched now: what zarrs' `get`
     /// asks, for om4's own direct decoding.
     pub(crate) fn get_whole(&self, key: &str) -> Result<MaybeBytes, StorageError> {
-        match self.answers(vec![Part::Whole(key.to_string())])?.pop() {
-            Some(Fetched::Bytes(bytes)) => Ok(Some(bytes)),
-            Some(Fetched::Missing) => Ok(None),
-            _ => Err(unexpected(key, "GET")),
-        }
+        self.get_bytes(Part::Whole(key.to_string()), "GET")
     }
 
     /// A byte range of an object (`None`: no such object), as zarrs' partial reads ask it.
     pub(crate) fn get_range(&self, key: &str, span: Span) -> Result<MaybeBytes, StorageError> {
-        match self.answers(vec![Part::Range(key.to_string(), span)])?.pop() {
+        self.get_bytes(Part::Range(key.to_string(), span), "ranged GET")
+    }
+
+    /// The bytes answering one `what` request (`None`: no such object).
+    fn get_bytes(&self, part: Part, what: &str) -> Result<MaybeBytes, StorageError> {
+        let key = part.key().to_string();
+        match self.answers(vec![part])?.pop() {
             Some(Fetched::Bytes(bytes)) => Ok(Some(bytes)),
             Some(Fetched::Missing) => Ok(None),
-            _ => Err(unexpected(key, "ranged GET")),
+            _ => Err(unexpected(key, what)),
         }
     }
 
