@@ -104,6 +104,7 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
             "open": {"gets": open.gets, "heads": open.heads, "lists": open.lists, "rounds": open.rounds},
             "per_batch": {"gets": timed.gets as f64 / batches, "rounds": timed.rounds as f64 / batches,
                           "bytes": timed.bytes as f64 / batches},
+            "in_flight_at_end": source.store().requests_in_flight(),
         })
     });
     let best = per_batch_ms.iter().copied().fold(f64::INFINITY, f64::min);

@@ -192,6 +192,7 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
             "open": {"gets": open.gets, "heads": open.heads, "lists": open.lists, "bytes": open.bytes},
             "per_window": {"gets": timed.gets as f64 / windows, "heads": timed.heads as f64 / windows,
                            "rounds": timed.rounds as f64 / windows, "bytes": timed.bytes as f64 / windows},
+            "in_flight_at_end": store.requests_in_flight(),
         })
     });
     let report = json!({

@@ -43,8 +43,9 @@
 //! `s3://bucket/path`, endpoint, region, anonymous access, credentials from the `AWS_*`
 //! environment variables): the same validation and the same two read paths over `object_store`,
 //! bit for bit the same planes; a missing chunk (404) is NaN, any other failure an error naming the object.
-//! A read's requests go out together, up to [`RequestOptions::concurrency`] in flight per store,
-//! apart from the read pool's decode threads; [`Om4Store::request_counts`] counts them.
+//! A read's requests go out together, up to [`RequestOptions::concurrency`] in flight per store
+//! (unset: as many as the measured round trips ask for), apart from the read pool's decode
+//! threads; [`Om4Store::request_counts`] counts them.
 //!
 //! It compiles C-Blosc (via `zarrs`' `blosc-src`) and zstd. Feature `bench-reference` (for
 //! `om4 bench read --reference` only) adds `Om4Store::read_decode_reference`, the composed

@@ -75,10 +75,15 @@ pub struct RequestOptions {
     /// No retry starts later than this after the first try (default 60 s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_window_s: Option<f64>,
-    /// Requests in flight at most for the store, all its reads together (default
-    /// [`DEFAULT_CONCURRENCY`](Self::DEFAULT_CONCURRENCY)); set apart from the read pool's decode
-    /// threads. Latency is hidden when this is at least the requests a read needs per round trip.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Requests in flight at most for the store, all its reads together; set apart from the read
+    /// pool's decode threads. Latency is hidden when this is at least the requests a read needs
+    /// per round trip. Left unset, it follows the measured round trips by Little's law: the
+    /// fetched bytes per second to sustain ([`AUTO_TARGET_BYTES_PER_S`](Self::AUTO_TARGET_BYTES_PER_S))
+    /// × the round trip (each fetch round's fastest time to first byte, smoothed) ÷ the mean bytes
+    /// of an answer, between [`AUTO_MIN_CONCURRENCY`](Self::AUTO_MIN_CONCURRENCY) and
+    /// [`AUTO_MAX_CONCURRENCY`](Self::AUTO_MAX_CONCURRENCY) and at most half the process's
+    /// open-file limit (each request in flight holds a connection).
+    /// [`Om4Store::requests_in_flight`](crate::Om4Store::requests_in_flight) tells the number now.
     pub concurrency: Option<usize>,
 }
 
@@ -91,10 +96,15 @@ impl RequestOptions {
     pub const DEFAULT_MAX_RETRIES: usize = 5;
     /// Default retry window, seconds.
     pub const DEFAULT_RETRY_WINDOW_S: f64 = 60.0;
-    /// Default requests in flight per store, from the sweep in docs/benchmarks.md
-    /// (`benches/peers/s3.sh --sweep`): at 50 ms a request a 1° window of 480 chunks reads about
-    /// 1.6× faster at 512 than at 256, and 1024 adds little more.
-    pub const DEFAULT_CONCURRENCY: usize = 512;
+    /// Fewest requests in flight when `concurrency` is unset: the best fixed number at low
+    /// latency in the sweep of docs/benchmarks.md (`benches/peers/s3.sh --sweep`).
+    pub const AUTO_MIN_CONCURRENCY: usize = 512;
+    /// Most requests in flight when `concurrency` is unset.
+    pub const AUTO_MAX_CONCURRENCY: usize = 2048;
+    /// Fetched bytes per second that an unset `concurrency` plans for: about twice what two cores
+    /// decode of blosc-lz4 chunks (docs/benchmarks.md), as a read's requests come in rounds, not
+    /// as a steady stream. A machine that decodes faster may set `concurrency` itself.
+    pub const AUTO_TARGET_BYTES_PER_S: f64 = 2.5e9;
     /// The most requests in flight per read.
     pub const MAX_CONCURRENCY: usize = 4096;
 

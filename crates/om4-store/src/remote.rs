@@ -19,8 +19,9 @@
 //!   object go as one ranged GET ([`coalesce`]). Plane reads go in waves; the next waves' requests are in flight while a wave
 //!   decodes (`Om4Store::read_planes`).
 //!
-//! Every request, direct or prefetched, holds one of the store's `RequestOptions::concurrency`
-//! permits while in flight. A 404 is "missing", which zarrs reads as the fill value; any other
+//! Every request, direct or prefetched, holds one of the store's permits while in flight: as many
+//! as `RequestOptions::concurrency`, or, left unset, as the measured round trips ask for
+//! ([`limit`]). A 404 is "missing", which zarrs reads as the fill value; any other
 //! failure is an error naming the object's URL, with `object_store`'s message and its sources
 //! (HTTP status, server's error code, retries made, a timeout).
 
@@ -45,7 +46,9 @@ use crate::error::BoxError;
 use crate::location::{RequestCounts, RequestOptions, S3Location};
 
 mod coalesce;
+mod limit;
 use coalesce::coalesce;
+use limit::Limit;
 
 type Client = Arc<PrefixStore<object_store::aws::AmazonS3>>;
 
@@ -192,9 +195,8 @@ pub(crate) struct Remote {
     runtime: tokio::runtime::Runtime,
     /// `s3://bucket/path`, to name objects in errors.
     url: String,
-    concurrency: usize,
-    /// `concurrency` permits: every request of the store holds one while it is in flight.
-    permits: Arc<tokio::sync::Semaphore>,
+    /// Requests in flight at most: every request of the store holds one of its permits.
+    limit: Limit,
     counters: Counters,
     /// Shard indexes (suffix ranges) read so far, and their bytes.
     indexes: Mutex<(HashMap<Part, Bytes>, usize)>,
@@ -220,14 +222,16 @@ impl Remote {
         // installed one already (then that one is used).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let opts: &RequestOptions = &loc.requests;
-        let concurrency = opts.concurrency.unwrap_or(RequestOptions::DEFAULT_CONCURRENCY);
-        if !(1..=RequestOptions::MAX_CONCURRENCY).contains(&concurrency) {
+        if let Some(n) = opts.concurrency
+            && !(1..=RequestOptions::MAX_CONCURRENCY).contains(&n)
+        {
             return Err(format!(
-                "concurrency (requests in flight) must be between 1 and {}, not {concurrency}",
+                "concurrency (requests in flight) must be between 1 and {}, not {n}",
                 RequestOptions::MAX_CONCURRENCY
             )
             .into());
         }
+        let limit = opts.concurrency.map_or_else(Limit::auto, Limit::fixed);
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(&loc.bucket);
         let env_endpoint = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")).ok();
         let endpoint = loc.endpoint_url.clone().or(env_endpoint);
@@ -250,7 +254,7 @@ impl Remote {
                 RequestOptions::DEFAULT_CONNECT_TIMEOUT_S,
                 "connect_timeout_s",
             )?)
-            .with_pool_max_idle_per_host(concurrency);
+            .with_pool_max_idle_per_host(opts.concurrency.unwrap_or(limit::AUTO_MAX));
         let retry = RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: Duration::from_millis(100),
@@ -273,16 +277,16 @@ impl Remote {
             client,
             runtime,
             url: loc.to_string(),
-            concurrency,
-            permits: Arc::new(tokio::sync::Semaphore::new(concurrency)),
+            limit,
             counters: Counters::default(),
             indexes: Mutex::new((HashMap::new(), 0)),
         })
     }
 
-    /// Requests in flight at most.
+    /// Requests in flight at most, now: fixed by the options, or following the measured round
+    /// trips (`remote/limit.rs`).
     pub(crate) fn concurrency(&self) -> usize {
-        self.concurrency
+        self.limit.current()
     }
 
     /// Requests sent so far.
@@ -318,17 +322,24 @@ impl Remote {
         let (remote, prefetch) = (Arc::clone(self), Arc::clone(prefetch));
         let task = self.runtime.spawn(async move {
             let remote = &remote;
-            let answers = futures::stream::iter(coalesce(parts))
+            let requests = coalesce(parts);
+            let n = requests.len();
+            let answers = futures::stream::iter(requests)
                 .map(|request| async move {
                     match remote.fetch(&request.part).await {
-                        Ok(answer) => Ok(request.split(answer)),
+                        Ok(answer) => {
+                            let bytes = if let Fetched::Bytes(b) = &answer { b.len() as u64 } else { 0 };
+                            Ok((bytes, request.split(answer)))
+                        }
                         Err(e) => Err((request.tag, remote.named(request.part.key(), e))),
                     }
                 })
-                .buffer_unordered(remote.concurrency)
+                // the store's permits bound what is in flight
+                .buffer_unordered(n)
                 .try_collect::<Vec<_>>()
                 .await?;
-            lock(&prefetch.cache).extend(answers.into_iter().flatten());
+            remote.limit.fold(answers.iter().map(|(bytes, _)| bytes).sum(), answers.len() as u64);
+            lock(&prefetch.cache).extend(answers.into_iter().flat_map(|(_, parts)| parts));
             Ok(())
         });
         Fetching { task: Some(task), remote: Arc::clone(self) }
@@ -389,13 +400,20 @@ impl Remote {
 
     /// Sends one request, holding one of the store's permits while it is in flight.
     async fn fetch(&self, part: &Part) -> Result<Fetched, object_store::Error> {
-        let _permit =
-            self.permits.acquire().await.map_err(|e| object_store::Error::Generic { store: "S3", source: e.into() })?;
+        let _permit = self
+            .limit
+            .permits()
+            .acquire()
+            .await
+            .map_err(|e| object_store::Error::Generic { store: "S3", source: e.into() })?;
         let path = object_store::path::Path::from(part.key());
+        let sent = std::time::Instant::now();
         let result = match part {
             Part::Size(_) => {
                 self.counters.heads.fetch_add(1, Ordering::Relaxed);
-                self.client.head(&path).await.map(|meta| Fetched::Size(meta.size))
+                let head = self.client.head(&path).await;
+                self.limit.first_byte(sent.elapsed());
+                head.map(|meta| Fetched::Size(meta.size))
             }
             Part::Whole(_) | Part::Range(..) => {
                 let range = match part {
@@ -406,7 +424,9 @@ impl Remote {
                 };
                 self.counters.gets.fetch_add(1, Ordering::Relaxed);
                 let options = GetOptions { range, ..GetOptions::default() };
-                match self.client.get_opts(&path, options).await {
+                let answer = self.client.get_opts(&path, options).await;
+                self.limit.first_byte(sent.elapsed());
+                match answer {
                     Ok(answer) => answer.bytes().await.map(Fetched::Bytes),
                     Err(e) => Err(e),
                 }
@@ -503,6 +523,8 @@ impl Remote {
             Lookup::Direct => {
                 let fetches = futures::future::join_all(parts.iter().map(|p| self.fetch(p)));
                 let results = self.block_on(fetches)?;
+                // the round trip only: these answers are metadata, not the chunks reads fetch
+                self.limit.fold(0, 0);
                 parts.iter().zip(results).map(|(p, r)| r.map_err(|e| self.named(p.key(), e))).collect()
             }
         }

@@ -195,6 +195,17 @@ impl Om4Store {
         None
     }
 
+    /// Requests a remote store keeps in flight at most, now: the options' `concurrency`, or, left
+    /// unset, what the measured round trips ask for (see [`RequestOptions`](crate::RequestOptions));
+    /// `None` for a local store.
+    pub fn requests_in_flight(&self) -> Option<usize> {
+        #[cfg(feature = "s3")]
+        if let Some(remote) = self.fs.remote() {
+            return Some(remote.concurrency());
+        }
+        None
+    }
+
     /// Metadata of every array.
     pub fn arrays(&self) -> &BTreeMap<String, ArrayInfo> {
         &self.arrays

@@ -341,6 +341,42 @@ fn requests_per_open_and_per_read() {
     assert_eq!((first.gets, first.rounds), (2 * channels, 2), "opening the channels reads nothing: {first:?}");
 }
 
+/// The process's soft limit on open files, from /proc (Linux), if it can be read.
+fn open_file_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+#[test]
+fn requests_in_flight_follow_the_round_trip_unless_set() {
+    let Some(endpoint) = endpoint("in-flight") else { return };
+    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
+    let (_dir, paths, bucket) = uploaded(&endpoint, "in-flight", &cfg);
+    // every request answered 100 ms late: with the test's small chunks Little's law asks for more
+    // than the floor, up to the ceiling (and half the open-file limit)
+    let proxy = Proxy::start(&endpoint, &["--latency-ms", "100"]);
+    let remote = Om4Store::open_location(&s3(&proxy.url, &bucket, "s/OM4.zarr")).unwrap();
+    let positions: Vec<usize> = (0..cfg.times).collect();
+    let local = read_positions(&Om4Store::open(&paths.data).unwrap(), cfg.levels, &positions).unwrap();
+    assert_eq!(common::bits(&read_positions(&remote, cfg.levels, &positions).unwrap()), common::bits(&local));
+    let n = remote.requests_in_flight().unwrap();
+    eprintln!("in flight after reads at 100 ms: {n}; open-file limit {:?}", open_file_limit());
+    let ceiling = RequestOptions::AUTO_MAX_CONCURRENCY.min(open_file_limit().map_or(usize::MAX, |n| n / 2));
+    if ceiling > RequestOptions::AUTO_MIN_CONCURRENCY {
+        assert!(n > RequestOptions::AUTO_MIN_CONCURRENCY && n <= ceiling, "{n} in flight, ceiling {ceiling}");
+    } else {
+        assert_eq!(n, ceiling);
+    }
+    // set: kept, whatever the round trips
+    let set = RequestOptions { concurrency: Some(7), ..RequestOptions::default() };
+    let fixed = Om4Store::open_location(&with_requests(s3(&proxy.url, &bucket, "s/OM4.zarr"), set)).unwrap();
+    assert_eq!(common::bits(&read_positions(&fixed, cfg.levels, &positions).unwrap()), common::bits(&local));
+    assert_eq!(fixed.requests_in_flight(), Some(7));
+    // a local store has none
+    assert_eq!(Om4Store::open(&paths.data).unwrap().requests_in_flight(), None);
+}
+
 #[test]
 fn injected_faults_are_retried_to_the_same_bits() {
     let Some(endpoint) = endpoint("faults") else { return };

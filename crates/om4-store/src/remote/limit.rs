@@ -1,0 +1,195 @@
+//! How many requests a remote store keeps in flight.
+//!
+//! Set by the caller (`RequestOptions::concurrency`), the number is fixed. Left unset, it follows
+//! Little's law: requests in flight = the byte rate to sustain × the round trip ÷ the bytes of one
+//! request, kept between [`AUTO_MIN`] and [`AUTO_MAX`] (and half the process's file-descriptor
+//! limit, one connection per request in flight). The round trip is the fastest time to first
+//! byte among the requests of each fetch round (a round's fastest request queued least behind
+//! the others and the decoder), smoothed over rounds; the bytes per request are the mean of the
+//! rounds' GET answers. So a store on a nearby server keeps [`AUTO_MIN`] in flight, and one that
+//! answers after 50 ms keeps enough to cover the wait.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use crate::location::RequestOptions;
+
+pub(crate) const AUTO_MIN: usize = RequestOptions::AUTO_MIN_CONCURRENCY;
+pub(crate) const AUTO_MAX: usize = RequestOptions::AUTO_MAX_CONCURRENCY;
+const TARGET_BYTES_PER_S: f64 = RequestOptions::AUTO_TARGET_BYTES_PER_S;
+/// Bytes per request assumed before a round has been measured.
+const ASSUMED_REQUEST_BYTES: f64 = 256.0 * 1024.0;
+/// Weight of the newest round in the smoothed round trip and request size.
+const NEWEST: f64 = 0.3;
+
+/// Requests in flight for a round trip of `rtt_s` seconds and requests of `request_bytes` bytes
+/// on average, at most `ceiling`.
+pub(crate) fn auto_in_flight(rtt_s: f64, request_bytes: f64, ceiling: usize) -> usize {
+    let wanted = TARGET_BYTES_PER_S * rtt_s.max(0.0) / request_bytes.max(1.0);
+    let ceiling = ceiling.clamp(1, AUTO_MAX);
+    if wanted.is_finite() { (wanted.ceil() as usize).clamp(AUTO_MIN.min(ceiling), ceiling) } else { ceiling }
+}
+
+/// The permits of one store's requests and the rule that sizes them.
+#[derive(Debug)]
+pub(crate) struct Limit {
+    /// One permit per request in flight.
+    permits: Arc<Semaphore>,
+    /// `None`: fixed by the caller.
+    auto: Option<Mutex<Estimate>>,
+    /// The fastest time to first byte, in nanoseconds, since the last round was folded in.
+    fastest_ns: AtomicU64,
+    /// Permits that exist now (given out or not).
+    total: AtomicU64,
+    /// Half the process's file-descriptor limit, or `AUTO_MAX`.
+    ceiling: usize,
+}
+
+#[derive(Debug, Default)]
+struct Estimate {
+    rtt_s: Option<f64>,
+    request_bytes: Option<f64>,
+}
+
+fn smooth(old: Option<f64>, new: f64) -> f64 {
+    old.map_or(new, |old| old + NEWEST * (new - old))
+}
+
+impl Limit {
+    /// A limit of `n` requests in flight, whatever the round trips.
+    pub(crate) fn fixed(n: usize) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(n)),
+            auto: None,
+            fastest_ns: AtomicU64::new(u64::MAX),
+            total: AtomicU64::new(n as u64),
+            ceiling: n,
+        }
+    }
+
+    /// A limit that follows the measured round trips, starting at [`AUTO_MIN`].
+    pub(crate) fn auto() -> Self {
+        Self::auto_below(descriptor_ceiling())
+    }
+
+    /// [`auto`](Self::auto) with at most `ceiling` requests in flight.
+    fn auto_below(ceiling: usize) -> Self {
+        let start = AUTO_MIN.min(ceiling);
+        Self {
+            permits: Arc::new(Semaphore::new(start)),
+            auto: Some(Mutex::new(Estimate::default())),
+            fastest_ns: AtomicU64::new(u64::MAX),
+            total: AtomicU64::new(start as u64),
+            ceiling,
+        }
+    }
+
+    /// The permits: a request holds one while in flight.
+    pub(crate) fn permits(&self) -> &Semaphore {
+        &self.permits
+    }
+
+    /// Requests in flight at most, now.
+    pub(crate) fn current(&self) -> usize {
+        self.total.load(Ordering::Relaxed) as usize
+    }
+
+    /// Notes one request's time from sending to its answer's first byte (headers).
+    pub(crate) fn first_byte(&self, elapsed: Duration) {
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.fastest_ns.fetch_min(ns, Ordering::Relaxed);
+    }
+
+    /// Folds in the requests finished since the last call: their fastest first byte and, when
+    /// `gets` > 0, the mean size of `bytes` over `gets` answers; then resizes the permits.
+    pub(crate) fn fold(&self, bytes: u64, gets: u64) {
+        let Some(estimate) = &self.auto else { return };
+        let fastest = self.fastest_ns.swap(u64::MAX, Ordering::Relaxed);
+        let mut e = estimate.lock().unwrap_or_else(PoisonError::into_inner);
+        if fastest != u64::MAX {
+            e.rtt_s = Some(smooth(e.rtt_s, fastest as f64 * 1e-9));
+        }
+        if gets > 0 {
+            e.request_bytes = Some(smooth(e.request_bytes, bytes as f64 / gets as f64));
+        }
+        let Some(rtt_s) = e.rtt_s else { return };
+        let wanted = auto_in_flight(rtt_s, e.request_bytes.unwrap_or(ASSUMED_REQUEST_BYTES), self.ceiling);
+        let total = self.current();
+        if wanted > total {
+            self.permits.add_permits(wanted - total);
+            self.total.store(wanted as u64, Ordering::Relaxed);
+        } else if wanted < total {
+            // only permits not given out can go; the rest go at a later fold
+            let gone = self.permits.forget_permits(total - wanted);
+            self.total.store((total - gone) as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Half the soft limit on open file descriptors (each request in flight holds a connection), at
+/// most [`AUTO_MAX`].
+fn descriptor_ceiling() -> usize {
+    #[cfg(unix)]
+    {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        if let Some(soft) = limit.current {
+            return usize::try_from(soft / 2).unwrap_or(AUTO_MAX).clamp(1, AUTO_MAX);
+        }
+    }
+    AUTO_MAX
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn little_law_between_the_bounds() {
+        // nearby server: the floor
+        assert_eq!(auto_in_flight(0.0003, 117e3, AUTO_MAX), AUTO_MIN);
+        // 50 ms, 117 kB answers: 2.5e9 × 0.05 / 117e3 = 1068.4
+        assert_eq!(auto_in_flight(0.05, 117e3, AUTO_MAX), 1069);
+        // 50 ms, 350 kB answers (sharded, coalesced): 357 wanted, the floor holds
+        assert_eq!(auto_in_flight(0.05, 350e3, AUTO_MAX), AUTO_MIN);
+        // a second's round trip: the ceiling, and the descriptor ceiling below it
+        assert_eq!(auto_in_flight(1.0, 117e3, AUTO_MAX), AUTO_MAX);
+        assert_eq!(auto_in_flight(1.0, 117e3, 300), 300);
+        assert_eq!(auto_in_flight(0.0, 117e3, 300), 300);
+        assert_eq!(auto_in_flight(f64::INFINITY, 117e3, AUTO_MAX), AUTO_MAX);
+        assert_eq!(auto_in_flight(f64::NAN, 117e3, AUTO_MAX), AUTO_MIN);
+    }
+
+    #[test]
+    fn fold_resizes_the_permits() {
+        let limit = Limit::auto_below(AUTO_MAX);
+        assert_eq!(limit.current(), AUTO_MIN);
+        assert_eq!(limit.permits().available_permits(), AUTO_MIN);
+        // no first byte measured yet: nothing to go by
+        limit.fold(0, 0);
+        assert_eq!(limit.current(), AUTO_MIN);
+        limit.first_byte(Duration::from_millis(50));
+        limit.fold(117_000 * 10, 10);
+        assert_eq!(limit.current(), 1069);
+        assert_eq!(limit.permits().available_permits(), 1069);
+        // a held permit cannot be forgotten at once: the limit comes down as far as it can
+        let held = limit.permits().try_acquire_many(1000).unwrap();
+        for _ in 0..20 {
+            limit.first_byte(Duration::from_micros(300));
+            limit.fold(117_000, 1);
+        }
+        assert_eq!(limit.current(), 1000);
+        drop(held);
+        limit.first_byte(Duration::from_micros(300));
+        limit.fold(117_000, 1);
+        assert_eq!(limit.current(), AUTO_MIN);
+        assert_eq!(limit.permits().available_permits(), AUTO_MIN);
+        // fixed: never resized
+        let fixed = Limit::fixed(7);
+        fixed.first_byte(Duration::from_secs(1));
+        fixed.fold(1, 1);
+        assert_eq!((fixed.current(), fixed.permits().available_permits()), (7, 7));
+    }
+}
