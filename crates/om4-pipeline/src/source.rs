@@ -39,22 +39,37 @@ pub trait BatchSource: Send + Sync + 'static {
 }
 
 /// Reads every group of `plan` from `source`, each into a buffer of the group's size from
-/// `alloc(len)`. On error the buffers read so far are dropped (pooled ones go back to their pool).
+/// `alloc(len)`. The groups (a Samudra batch has two: prognostic and boundary planes) are read at
+/// once, the first on the calling thread and each other on a scoped thread of its own, so that the
+/// round trips of a remote store's reads overlap instead of adding up. On error the buffers are
+/// dropped (pooled ones go back to their pool) once every group's read has returned, and the
+/// error is the first group's in plan order that failed.
 ///
 /// # Errors
 /// Whatever [`BatchSource::read_group`] reports.
-pub fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]>>(
+pub fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]> + Send>(
     source: &S,
     plan: &BatchPlan,
     mut alloc: impl FnMut(usize) -> B,
 ) -> Result<Vec<B>> {
     let plane = source.grid().plane();
-    plan.groups()
-        .iter()
-        .map(|g| {
-            let mut buf = alloc(g.planes() * plane);
-            source.read_group(g, buf.as_mut())?;
-            Ok(buf)
-        })
-        .collect()
+    let groups = plan.groups();
+    let mut bufs: Vec<B> = groups.iter().map(|g| alloc(g.planes() * plane)).collect();
+    let results: Vec<Result<()>> = match bufs.split_first_mut() {
+        None => Vec::new(),
+        Some((first, [])) => vec![source.read_group(&groups[0], first.as_mut())],
+        Some((first, rest)) => std::thread::scope(|scope| {
+            let others: Vec<_> = groups[1..]
+                .iter()
+                .zip(rest)
+                .map(|(g, buf)| scope.spawn(move || source.read_group(g, buf.as_mut())))
+                .collect();
+            let mut results = vec![source.read_group(&groups[0], first.as_mut())];
+            results
+                .extend(others.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))));
+            results
+        }),
+    };
+    results.into_iter().collect::<Result<()>>()?;
+    Ok(bufs)
 }
