@@ -4,14 +4,16 @@
 //! Little's law: requests in flight = the byte rate to sustain × the round trip ÷ the bytes of one
 //! request, kept between [`AUTO_MIN`] and [`AUTO_MAX`] (and half the process's file-descriptor
 //! limit, one connection per request in flight). The round trip is the fastest time to first
-//! byte among the requests of each fetch round (a round's fastest request queued least behind
-//! the others and the decoder), smoothed over rounds; the bytes per request are the mean of the
-//! rounds' GET answers. So a store on a nearby server keeps [`AUTO_MIN`] in flight, and one that
+//! byte seen in the last [`RTT_WINDOW`] (a windowed minimum, as TCP's BBR keeps it): under load a
+//! request's first byte is noticed late, as the client's threads are busy with other answers, so
+//! a typical time to first byte grows with the requests in flight and would feed back into more;
+//! the fastest one is the wire's. The bytes per request are the mean of the fetch rounds' GET
+//! answers, smoothed. So a store on a nearby server keeps [`AUTO_MIN`] in flight, and one that
 //! answers after 50 ms keeps enough to cover the wait.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
@@ -22,8 +24,11 @@ pub(crate) const AUTO_MAX: usize = RequestOptions::AUTO_MAX_CONCURRENCY;
 const TARGET_BYTES_PER_S: f64 = RequestOptions::AUTO_TARGET_BYTES_PER_S;
 /// Bytes per request assumed before a round has been measured.
 const ASSUMED_REQUEST_BYTES: f64 = 256.0 * 1024.0;
-/// Weight of the newest round in the smoothed round trip and request size.
+/// Weight of the newest round in the smoothed request size.
 const NEWEST: f64 = 0.3;
+/// How long the fastest time to first byte stands for the round trip before a slower one replaces
+/// it.
+const RTT_WINDOW: Duration = Duration::from_secs(10);
 
 /// Requests in flight for a round trip of `rtt_s` seconds and requests of `request_bytes` bytes
 /// on average, at most `ceiling`.
@@ -50,7 +55,8 @@ pub(crate) struct Limit {
 
 #[derive(Debug, Default)]
 struct Estimate {
-    rtt_s: Option<f64>,
+    /// The fastest first byte in the window, in seconds, and when it was seen.
+    rtt: Option<(f64, Instant)>,
     request_bytes: Option<f64>,
 }
 
@@ -106,16 +112,23 @@ impl Limit {
     /// Folds in the requests finished since the last call: their fastest first byte and, when
     /// `gets` > 0, the mean size of `bytes` over `gets` answers; then resizes the permits.
     pub(crate) fn fold(&self, bytes: u64, gets: u64) {
+        self.fold_at(bytes, gets, Instant::now());
+    }
+
+    fn fold_at(&self, bytes: u64, gets: u64, now: Instant) {
         let Some(estimate) = &self.auto else { return };
         let fastest = self.fastest_ns.swap(u64::MAX, Ordering::Relaxed);
         let mut e = estimate.lock().unwrap_or_else(PoisonError::into_inner);
         if fastest != u64::MAX {
-            e.rtt_s = Some(smooth(e.rtt_s, fastest as f64 * 1e-9));
+            let sample = fastest as f64 * 1e-9;
+            if e.rtt.is_none_or(|(rtt, seen)| sample <= rtt || now.duration_since(seen) > RTT_WINDOW) {
+                e.rtt = Some((sample, now));
+            }
         }
         if gets > 0 {
             e.request_bytes = Some(smooth(e.request_bytes, bytes as f64 / gets as f64));
         }
-        let Some(rtt_s) = e.rtt_s else { return };
+        let Some((rtt_s, _)) = e.rtt else { return };
         let wanted = auto_in_flight(rtt_s, e.request_bytes.unwrap_or(ASSUMED_REQUEST_BYTES), self.ceiling);
         let total = self.current();
         if wanted > total {
@@ -174,18 +187,31 @@ mod tests {
         limit.fold(117_000 * 10, 10);
         assert_eq!(limit.current(), 1069);
         assert_eq!(limit.permits().available_permits(), 1069);
+        // a slower first byte (answers noticed late under load) does not raise it
+        limit.first_byte(Duration::from_millis(90));
+        limit.fold(117_000 * 10, 10);
+        assert_eq!(limit.current(), 1069);
         // a held permit cannot be forgotten at once: the limit comes down as far as it can
         let held = limit.permits().try_acquire_many(1000).unwrap();
-        for _ in 0..20 {
-            limit.first_byte(Duration::from_micros(300));
-            limit.fold(117_000, 1);
-        }
+        limit.first_byte(Duration::from_micros(300));
+        limit.fold(117_000, 1);
         assert_eq!(limit.current(), 1000);
         drop(held);
         limit.first_byte(Duration::from_micros(300));
         limit.fold(117_000, 1);
         assert_eq!(limit.current(), AUTO_MIN);
         assert_eq!(limit.permits().available_permits(), AUTO_MIN);
+        // once the fastest is older than the window, a slower round trip stands for it
+        let later = Instant::now() + RTT_WINDOW + Duration::from_secs(1);
+        limit.first_byte(Duration::from_millis(50));
+        limit.fold(117_000, 1);
+        assert_eq!(limit.current(), AUTO_MIN, "the 0.3 ms round trip stands within the window");
+        limit.first_byte(Duration::from_millis(50));
+        limit.fold_at(117_000, 1, later);
+        assert_eq!(limit.current(), 1069);
+        limit.first_byte(Duration::from_millis(100));
+        limit.fold_at(117_000, 1, later + RTT_WINDOW + Duration::from_secs(1));
+        assert_eq!(limit.current(), AUTO_MAX);
         // fixed: never resized
         let fixed = Limit::fixed(7);
         fixed.first_byte(Duration::from_secs(1));
