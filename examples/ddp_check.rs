@@ -98,8 +98,8 @@ fn train(
         }
     })?;
     Ok(Trained {
-        model: flatten_parameters(trainer.model()),
-        ema: flatten_parameters(trainer.ema()),
+        model: flatten_parameters(trainer.model())?,
+        ema: flatten_parameters(trainer.ema())?,
         weights: trainer.loss_weights().map(|w| w.scales.clone()).unwrap_or_default(),
         train_loss: report.train_loss,
         batches: trainer.train_batches(),

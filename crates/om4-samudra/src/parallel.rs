@@ -245,15 +245,30 @@ pub(crate) fn sum_f64(parallel: &DataParallel, values: &mut [f64]) -> Result<()>
 
 /// Every float tensor of `model` (parameters and running statistics), flattened in the module's
 /// visiting order: what two ranks' models are compared by.
-pub fn flatten_parameters(model: &Samudra) -> Vec<f32> {
-    struct All(Vec<f32>);
+///
+/// # Errors
+/// [`Error::Parallel`] when a tensor's values cannot be read back as `f32`, naming its shape.
+pub fn flatten_parameters(model: &Samudra) -> Result<Vec<f32>> {
+    #[derive(Default)]
+    struct All {
+        values: Vec<f32>,
+        error: Option<String>,
+    }
     impl ModuleVisitor for All {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let values = param.val().into_data().convert::<f32>().try_into_vec::<f32>();
-            self.0.extend(values.unwrap_or_default());
+            if self.error.is_some() {
+                return;
+            }
+            match param.val().into_data().convert::<f32>().try_into_vec::<f32>() {
+                Ok(v) => self.values.extend(v),
+                Err(e) => self.error = Some(format!("cannot read a tensor of shape {:?}: {e:?}", param.shape())),
+            }
         }
     }
-    let mut all = All(Vec::new());
+    let mut all = All::default();
     model.visit(&mut all);
-    all.0
+    match all.error {
+        Some(reason) => Err(Error::Parallel { reason }),
+        None => Ok(all.values),
+    }
 }

@@ -74,8 +74,8 @@ fn train(source: &SourceConfig, parallel: DataParallel, save: Option<&Path>) -> 
         trainer.save(dir).unwrap();
     }
     Run {
-        model: flatten_parameters(trainer.model()),
-        ema: flatten_parameters(trainer.ema()),
+        model: flatten_parameters(trainer.model()).unwrap(),
+        ema: flatten_parameters(trainer.ema()).unwrap(),
         weights: trainer.loss_weights().unwrap().scales.clone(),
         reports,
         batches: trainer.train_batches(),
