@@ -5,7 +5,7 @@
 #   benches/peers/s3.sh            full run (writes docs/peers-s3.json, docs/peers-s3.png and the
 #                                  tables between the peers-s3 markers of docs/benchmarks.md)
 #   benches/peers/s3.sh --smoke    tiny stores, one latency: checks the harness end to end
-#   benches/peers/s3.sh --sweep    om4 alone at 128–1024 requests in flight (the table its default
+#   benches/peers/s3.sh --sweep    om4 alone at 256–2048 requests in flight and its own choice (the table its automatic limit
 #                                  comes from, between the peers-s3-sweep markers)
 # The server: benches/peers/s3-server (the s3s crate's S3 protocol over the stores' folder,
 # signatures checked, each request answered 0/10/50 ms after it arrived; built into
@@ -29,7 +29,7 @@ if [ "$mode" = "--smoke" ]; then
   printf '<!-- peers-s3:begin -->\n<!-- peers-s3:end -->\n' > "$tables"
 else
   synth=(--grid 1deg --times 24); latencies=0,10,50; levels=19; extra=(--windows 6)
-  [ "$mode" = --sweep ] && extra=(--sweep 128,256,512,1024 --windows 6)
+  [ "$mode" = --sweep ] && extra=(--sweep 256,512,1024,2048,auto --windows 6)
   out=docs/peers-s3.json; tables=docs/benchmarks.md; plot=docs/peers-s3.png; stores_dir="$work/stores"
 fi
 stores=()

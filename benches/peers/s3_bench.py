@@ -190,9 +190,14 @@ def read_windows(start, starts, bufs):
         pending.popleft()()
 
 
+def om4_concurrency(args):
+    """om4's --concurrency flag: none for "auto" (om4 follows the round trips)."""
+    return [] if args.om4_concurrency == "auto" else ["--concurrency", str(args.om4_concurrency)]
+
+
 def om4_read(args, url, endpoint, starts, steps, repeats, check_out=None, in_flight=1):
     remote, env = om4_remote(endpoint)
-    cmd = [args.om4, "bench", "read", url, *remote, "--concurrency", str(args.concurrency), "--in-flight", str(in_flight),
+    cmd = [args.om4, "bench", "read", url, *remote, *om4_concurrency(args), "--in-flight", str(in_flight),
            "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", str(repeats), "--json"]
     if check_out:
         cmd += ["--check-out", check_out]
@@ -260,7 +265,7 @@ def samudra_batches(args, name, local, endpoint, latency, batch_size):
     url = f"s3://{BUCKET}/{name}/OM4.zarr"
     levels, hist, steps = args.levels, 1, 4
     remote, env = om4_remote(endpoint)
-    cmd = [args.om4, "bench", "batch", url, *remote, "--concurrency", str(args.concurrency),
+    cmd = [args.om4, "bench", "batch", url, *remote, *om4_concurrency(args),
            "--levels", str(levels), "--history", str(hist), "--steps", str(steps), "--batch-size", str(batch_size),
            "--batches", str(args.batches), "--repeats", "2", "--check-out", work, "--json"]
     om4 = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
@@ -331,8 +336,8 @@ def markdown(raw, batches, args):
     out = [f"Median GB/s of decompressed planes over {args.rounds} interleaved rounds (in brackets om4's ratio to that "
            "reader per round), with 1 or more windows in flight for every reader; om4's throughput over its own best "
            "at 0 ms (either number in flight); om4's requests per window (GETs, fetch rounds) and per open.", "",
-           "| store | latency | in flight | om4 | TensorStore S3 | zarr-python + obstore | om4 vs own best 0 ms | om4 GETs / rounds per window | om4 open GETs | open + first window s (om4 / TensorStore / zarr-python) |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| store | latency | in flight | om4 | TensorStore S3 | zarr-python + obstore | om4 vs own best 0 ms | om4 GETs / rounds per window | om4 requests in flight | om4 open GETs | open + first window s (om4 / TensorStore / zarr-python) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     zero = {}
     for r in raw:
         if r["latency_ms"] == 0:
@@ -346,17 +351,17 @@ def markdown(raw, batches, args):
         opens = " / ".join(f"{r['open_plus_first_window_s'][n]:.2f}" if n in r["open_plus_first_window_s"] else "—"
                            for n in ["om4", "tensorstore_s3", "zarr_python_obstore"])
         out.append(f"| {r['store']} | {r['latency_ms']:g} ms | {r.get('in_flight', 1)} | {o:.3f} | {cell('tensorstore_s3')} | {cell('zarr_python_obstore')} | "
-                   f"{own(o, zero.get(r['store']))} | {pw.get('gets', 0):.0f} / {pw.get('rounds', 0):.1f} | {op.get('gets', 0)} | {opens} |")
+                   f"{own(o, zero.get(r['store']))} | {pw.get('gets', 0):.0f} / {pw.get('rounds', 0):.1f} | {q.get('in_flight_at_end') or '—'} | {op.get('gets', 0)} | {opens} |")
     bad = [f"{r['store']} {r['latency_ms']:g} ms {n}: {s}" for r in raw for n, s in r["status"].items() if s != "equal to om4"]
     if bad:
         out += ["", "Not timed: " + "; ".join(bad)]
     if batches:
         out += ["", "Samudra batches from S3 (hist 1, steps 4; median ms per batch; TensorStore + dedup's first batch equal to om4's bit for bit):", "",
-                "| store | latency | batch | unique planes | om4 | TensorStore + dedup | om4 GETs / rounds per batch | om4 open + first batch |", "|---|---|---|---|---|---|---|---|"]
+                "| store | latency | batch | unique planes | om4 | TensorStore + dedup | om4 GETs / rounds per batch | om4 requests in flight | om4 open + first batch |", "|---|---|---|---|---|---|---|---|---|"]
         for b in sorted(batches, key=lambda b: (b["store"], b["batch_size"], b["latency_ms"])):
             out.append(f"| {b['store']} | {b['latency_ms']:g} ms | {b['batch_size']} | {b['planes_unique']} | {b['om4_ms_per_batch_median']:.0f} | "
                        f"{b['tensorstore_dedup_ms_per_batch_median']:.0f} ({b['om4_speedup_vs_tensorstore_dedup']:.1f}×)"
-                       f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {per_batch(b)} | {b['om4_open_plus_first_batch_s']:.2f} s |")
+                       f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {per_batch(b)} | {(b.get('om4_requests') or {}).get('in_flight_at_end') or '—'} | {b['om4_open_plus_first_batch_s']:.2f} s |")
     return "\n".join(out) + "\n"
 
 
@@ -382,8 +387,8 @@ def sweep(args, server):
                 starts = [rng.randrange(0, info["time"]["steps"] - args.steps + 1) for _ in range(args.windows)]
                 for k in map(int, args.in_flight.split(",")):
                     cells = []
-                    for c in map(int, args.sweep.split(",")):
-                        args.concurrency = c
+                    for c in args.sweep.split(","):
+                        args.om4_concurrency = c
                         res = om4_read(args, f"s3://{BUCKET}/{name}/OM4.zarr", endpoint.url, starts, args.steps, 3, in_flight=k)
                         cells.append(f"{res['gb_per_s_median']:.2f}")
                         print(name, latency, k, c, cells[-1], file=sys.stderr, flush=True)
@@ -419,7 +424,10 @@ def main():
     p.add_argument("--windows", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--concurrency", type=int, default=512, help="requests in flight, the same for every reader (om4's default)")
+    p.add_argument("--concurrency", type=int, default=512,
+                   help="requests in flight for TensorStore and zarr-python (512: om4's best fixed number at low latency)")
+    p.add_argument("--om4-concurrency", default="auto",
+                   help="om4's --concurrency; auto (default): none given, om4 follows the measured round trips")
     p.add_argument("--levels", type=int, default=19)
     p.add_argument("--batch-sizes", default="1,4")
     p.add_argument("--batches", type=int, default=3)
@@ -431,7 +439,7 @@ def main():
     p.add_argument("--plot")
     p.add_argument("--tables")
     p.add_argument("--from-json", action="store_true")
-    p.add_argument("--sweep", help="only om4, at these requests in flight (comma-separated): its default's table")
+    p.add_argument("--sweep", help="only om4, at these requests in flight (comma-separated, auto for om4's own choice)")
     args = p.parse_args()
     args.readers = [r for r in args.readers.split(",") if r]
     global KEY
@@ -459,7 +467,8 @@ def main():
             for local in args.store:
                 n = upload(args.endpoint, local, os.path.basename(local.rstrip("/")))
                 print(f"uploaded {local}: {n} objects", file=sys.stderr, flush=True)
-        saved = {"raw_windows": [], "samudra_batch": [], "concurrency": args.concurrency, "server": args.server}
+        saved = {"raw_windows": [], "samudra_batch": [], "concurrency": args.concurrency,
+                 "om4_concurrency": args.om4_concurrency, "server": args.server}
         for latency in map(float, args.latencies.split(",")):
             endpoint = server(latency)
             try:
