@@ -412,7 +412,7 @@ impl Remote {
             Part::Size(_) => {
                 self.counters.heads.fetch_add(1, Ordering::Relaxed);
                 let head = self.client.head(&path).await;
-                self.limit.first_byte(sent.elapsed());
+                self.answered(&head, sent);
                 head.map(|meta| Fetched::Size(meta.size))
             }
             Part::Whole(_) | Part::Range(..) => {
@@ -425,7 +425,7 @@ impl Remote {
                 self.counters.gets.fetch_add(1, Ordering::Relaxed);
                 let options = GetOptions { range, ..GetOptions::default() };
                 let answer = self.client.get_opts(&path, options).await;
-                self.limit.first_byte(sent.elapsed());
+                self.answered(&answer, sent);
                 match answer {
                     Ok(answer) => answer.bytes().await.map(Fetched::Bytes),
                     Err(e) => Err(e),
@@ -456,6 +456,14 @@ impl Remote {
             Ok(other) => Ok(other),
             Err(object_store::Error::NotFound { .. }) => Ok(Fetched::Missing),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Notes the time to an answer's first byte for the requests in flight (`limit`): answers and
+    /// 404s only, as a failure's time (a refused connection, retries) is no round trip.
+    fn answered<T>(&self, answer: &Result<T, object_store::Error>, sent: std::time::Instant) {
+        if matches!(answer, Ok(_) | Err(object_store::Error::NotFound { .. })) {
+            self.limit.first_byte(sent.elapsed());
         }
     }
 
