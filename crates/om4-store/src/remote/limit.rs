@@ -8,7 +8,8 @@
 //! request's first byte is noticed late, as the client's threads are busy with other answers, so
 //! a typical time to first byte grows with the requests in flight and would feed back into more;
 //! the fastest one is the wire's. The bytes per request are the mean of the fetch rounds' GET
-//! answers, smoothed. So a store on a nearby server keeps [`AUTO_MIN`] in flight, and one that
+//! answers, each round weighed by its requests and older rounds fading (so the one small answer
+//! of a coordinate read does not count as much as a window's hundreds of chunks). So a store on a nearby server keeps [`AUTO_MIN`] in flight, and one that
 //! answers after 50 ms keeps enough to cover the wait.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,10 +23,12 @@ use crate::location::RequestOptions;
 pub(crate) const AUTO_MIN: usize = RequestOptions::AUTO_MIN_CONCURRENCY;
 pub(crate) const AUTO_MAX: usize = RequestOptions::AUTO_MAX_CONCURRENCY;
 const TARGET_BYTES_PER_S: f64 = RequestOptions::AUTO_TARGET_BYTES_PER_S;
-/// Bytes per request assumed before a round has been measured.
+/// Bytes per request assumed before rounds have been measured, as if seen in [`PRIOR_GETS`]
+/// answers.
 const ASSUMED_REQUEST_BYTES: f64 = 256.0 * 1024.0;
-/// Weight of the newest round in the smoothed request size.
-const NEWEST: f64 = 0.3;
+const PRIOR_GETS: f64 = 64.0;
+/// How much of the earlier rounds' bytes and requests each new round leaves.
+const KEEP: f64 = 0.7;
 /// How long the fastest time to first byte stands for the round trip before a slower one replaces
 /// it.
 const RTT_WINDOW: Duration = Duration::from_secs(10);
@@ -53,15 +56,19 @@ pub(crate) struct Limit {
     ceiling: usize,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Estimate {
     /// The fastest first byte in the window, in seconds, and when it was seen.
     rtt: Option<(f64, Instant)>,
-    request_bytes: Option<f64>,
+    /// Bytes and GET answers seen, older rounds weighing less.
+    bytes: f64,
+    gets: f64,
 }
 
-fn smooth(old: Option<f64>, new: f64) -> f64 {
-    old.map_or(new, |old| old + NEWEST * (new - old))
+impl Default for Estimate {
+    fn default() -> Self {
+        Self { rtt: None, bytes: PRIOR_GETS * ASSUMED_REQUEST_BYTES, gets: PRIOR_GETS }
+    }
 }
 
 impl Limit {
@@ -126,10 +133,11 @@ impl Limit {
             }
         }
         if gets > 0 {
-            e.request_bytes = Some(smooth(e.request_bytes, bytes as f64 / gets as f64));
+            e.bytes = e.bytes * KEEP + bytes as f64;
+            e.gets = e.gets * KEEP + gets as f64;
         }
         let Some((rtt_s, _)) = e.rtt else { return };
-        let wanted = auto_in_flight(rtt_s, e.request_bytes.unwrap_or(ASSUMED_REQUEST_BYTES), self.ceiling);
+        let wanted = auto_in_flight(rtt_s, e.bytes / e.gets, self.ceiling);
         let total = self.current();
         if wanted > total {
             self.permits.add_permits(wanted - total);
@@ -183,13 +191,19 @@ mod tests {
         // no first byte measured yet: nothing to go by
         limit.fold(0, 0);
         assert_eq!(limit.current(), AUTO_MIN);
+        // one small answer (a coordinate) weighs little against the prior: no jump to the ceiling
         limit.first_byte(Duration::from_millis(50));
-        limit.fold(117_000 * 10, 10);
+        limit.fold(172, 1);
+        assert_eq!(limit.current(), AUTO_MIN);
+        // a window's worth of 117 kB answers at 50 ms: 2.5e9 × 0.05 / 117e3 (the prior negligible)
+        limit.first_byte(Duration::from_millis(50));
+        limit.fold(117_000 * 1_000_000, 1_000_000);
         assert_eq!(limit.current(), 1069);
         assert_eq!(limit.permits().available_permits(), 1069);
-        // a slower first byte (answers noticed late under load) does not raise it
+        // a slower first byte (answers noticed late under load) does not raise it, nor does a
+        // small answer shrink it
         limit.first_byte(Duration::from_millis(90));
-        limit.fold(117_000 * 10, 10);
+        limit.fold(172, 1);
         assert_eq!(limit.current(), 1069);
         // a held permit cannot be forgotten at once: the limit comes down as far as it can
         let held = limit.permits().try_acquire_many(1000).unwrap();
