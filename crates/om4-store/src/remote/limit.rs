@@ -9,11 +9,12 @@
 //! a typical time to first byte grows with the requests in flight and would feed back into more;
 //! the fastest one is the wire's. The bytes per request are the mean of the fetch rounds' GET
 //! answers, each round weighed by its requests and older rounds fading (so the one small answer
-//! of a coordinate read does not count as much as a window's hundreds of chunks). So a store on a nearby server keeps [`AUTO_MIN`] in flight, and one that
-//! answers after 50 ms keeps enough to cover the wait.
+//! of a coordinate read does not count as much as a window's hundreds of chunks). So a store on a
+//! nearby server keeps [`AUTO_MIN`] in flight, and one that answers after 50 ms keeps enough to
+//! cover the wait.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -45,7 +46,7 @@ pub(crate) fn auto_in_flight(rtt_s: f64, request_bytes: f64, ceiling: usize) -> 
 #[derive(Debug)]
 pub(crate) struct Limit {
     /// One permit per request in flight.
-    permits: Arc<Semaphore>,
+    permits: Semaphore,
     /// `None`: fixed by the caller.
     auto: Option<Mutex<Estimate>>,
     /// The fastest time to first byte, in nanoseconds, since the last round was folded in.
@@ -75,7 +76,7 @@ impl Limit {
     /// A limit of `n` requests in flight, whatever the round trips.
     pub(crate) fn fixed(n: usize) -> Self {
         Self {
-            permits: Arc::new(Semaphore::new(n)),
+            permits: Semaphore::new(n),
             auto: None,
             fastest_ns: AtomicU64::new(u64::MAX),
             total: AtomicU64::new(n as u64),
@@ -92,7 +93,7 @@ impl Limit {
     fn auto_below(ceiling: usize) -> Self {
         let start = AUTO_MIN.min(ceiling);
         Self {
-            permits: Arc::new(Semaphore::new(start)),
+            permits: Semaphore::new(start),
             auto: Some(Mutex::new(Estimate::default())),
             fastest_ns: AtomicU64::new(u64::MAX),
             total: AtomicU64::new(start as u64),
@@ -117,7 +118,7 @@ impl Limit {
     }
 
     /// Folds in the requests finished since the last call: their fastest first byte and, when
-    /// `gets` > 0, the mean size of `bytes` over `gets` answers; then resizes the permits.
+    /// `gets` > 0, their `bytes` over `gets` answers; then resizes the permits.
     pub(crate) fn fold(&self, bytes: u64, gets: u64) {
         self.fold_at(bytes, gets, Instant::now());
     }
