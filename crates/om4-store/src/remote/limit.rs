@@ -73,8 +73,19 @@ impl Default for Estimate {
 }
 
 impl Limit {
-    /// A limit of `n` requests in flight, whatever the round trips.
+    /// A limit of `n` requests in flight, whatever the round trips. More than half the
+    /// open-file limit is allowed, with a warning: connections refused for want of descriptors
+    /// are retried, and slow the reads down.
     pub(crate) fn fixed(n: usize) -> Self {
+        if let Some(half) = half_open_files()
+            && n > half
+        {
+            tracing::warn!(
+                "{n} requests in flight may hold {n} connections, more than half the process's open-file limit \
+                 ({}): raise it (ulimit -n) or set fewer",
+                2 * half
+            );
+        }
         Self {
             permits: Semaphore::new(n),
             auto: None,
@@ -86,7 +97,7 @@ impl Limit {
 
     /// A limit that follows the measured round trips, starting at [`AUTO_MIN`].
     pub(crate) fn auto() -> Self {
-        Self::auto_below(descriptor_ceiling())
+        Self::auto_below(half_open_files().map_or(AUTO_MAX, |half| half.clamp(1, AUTO_MAX)))
     }
 
     /// [`auto`](Self::auto) with at most `ceiling` requests in flight.
@@ -151,17 +162,16 @@ impl Limit {
     }
 }
 
-/// Half the soft limit on open file descriptors (each request in flight holds a connection), at
-/// most [`AUTO_MAX`].
-fn descriptor_ceiling() -> usize {
+/// Half the soft limit on open file descriptors (each request in flight holds a connection), if
+/// there is one.
+fn half_open_files() -> Option<usize> {
     #[cfg(unix)]
     {
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-        if let Some(soft) = limit.current {
-            return usize::try_from(soft / 2).unwrap_or(AUTO_MAX).clamp(1, AUTO_MAX);
-        }
+        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current?;
+        Some(usize::try_from(soft / 2).unwrap_or(usize::MAX))
     }
-    AUTO_MAX
+    #[cfg(not(unix))]
+    None
 }
 
 #[cfg(test)]
