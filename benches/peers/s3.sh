@@ -5,8 +5,9 @@
 #   benches/peers/s3.sh            full run (writes docs/peers-s3.json, docs/peers-s3.png and the
 #                                  tables between the peers-s3 markers of docs/benchmarks.md)
 #   benches/peers/s3.sh --smoke    tiny stores, one latency: checks the harness end to end
-#   benches/peers/s3.sh --sweep    om4 alone at 256–2048 requests in flight and its own choice (the table its automatic limit
-#                                  comes from, between the peers-s3-sweep markers)
+#   benches/peers/s3.sh --sweep    om4 alone at 256–2048 requests in flight and at its own choice
+#                                  (the table its automatic limit is checked by, between the
+#                                  peers-s3-sweep markers)
 # The server: benches/peers/s3-server (the s3s crate's S3 protocol over the stores' folder,
 # signatures checked, each request answered 0/10/50 ms after it arrived; built into
 # target/bench-s3) unless OM4_S3_BENCH_SERVER=moto: then scripts/s3-server.sh's moto, the stores

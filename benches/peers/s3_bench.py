@@ -375,7 +375,7 @@ def per_batch(b):
 
 
 def sweep(args, server):
-    """om4 alone at each concurrency: the table its default comes from."""
+    """om4 alone at each concurrency and at its own choice ("auto"): the table its limits come from."""
     rows = []
     for latency in map(float, args.latencies.split(",")):
         endpoint = server(latency)

@@ -80,7 +80,8 @@ pub struct RequestOptions {
     /// per round trip. Left unset, it follows the measured round trips by Little's law: the
     /// fetched bytes per second to sustain ([`AUTO_TARGET_BYTES_PER_S`](Self::AUTO_TARGET_BYTES_PER_S))
     /// × the round trip (the fastest time to first byte of the last 10 s) ÷ the mean bytes of an
-    /// answer (recent fetch rounds, each weighed by its requests), between [`AUTO_MIN_CONCURRENCY`](Self::AUTO_MIN_CONCURRENCY) and
+    /// answer (recent fetch rounds, each weighed by its requests), between
+    /// [`AUTO_MIN_CONCURRENCY`](Self::AUTO_MIN_CONCURRENCY) and
     /// [`AUTO_MAX_CONCURRENCY`](Self::AUTO_MAX_CONCURRENCY) and at most half the process's
     /// open-file limit (each request in flight holds a connection).
     /// [`Om4Store::requests_in_flight`](crate::Om4Store::requests_in_flight) tells the number now.
