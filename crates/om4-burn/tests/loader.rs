@@ -8,10 +8,11 @@ use std::sync::Arc;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::tensor::Device;
-use common::{Faulty, Fixture, bits, fixture, source, tensor_values};
+use common::{Fixture, bits, faulty, fixture, source, tensor_values};
 use om4_batch::{Normalization, SampleSpace, Schedule, WindowSpec, reference_batch};
 use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source, PrepareOn};
 use om4_pipeline::Error;
+use om4_pipeline::conformance::Intercept;
 use om4_store::{Om4Store, ReadPool, Selection};
 
 /// The naive host path for a batch, reading every plane on its own from the store.
@@ -133,14 +134,19 @@ fn burn_dataset_and_batcher_give_the_same_batches() {
 
 /// A loader whose source fails on the second read of batch `at_batch` (`None`: never). The
 /// fixture is returned too, to keep the store on disk while the loader lives.
-fn faulty_loader(at_batch: Option<usize>, panic: bool, prefetch: usize, to_device: bool) -> (Loader<Faulty>, Fixture) {
+fn faulty_loader(
+    at_batch: Option<usize>,
+    panic: bool,
+    prefetch: usize,
+    to_device: bool,
+) -> (Loader<Intercept<Om4Source>>, Fixture) {
     let f = fixture(true);
     let src = source(&f);
     let spec = WindowSpec::new(1, 1, 1).unwrap();
     let space = SampleSpace::single(spec, src.time_len()).unwrap();
     let groups = src.channels().len(); // one read per source (prognostic, boundary) per batch
     let at = at_batch.map_or(usize::MAX, |k| k * groups + 1);
-    let faulty = Arc::new(Faulty::new(src, at, panic));
+    let faulty = Arc::new(faulty(src, at, panic));
     let config = LoaderConfig {
         prefetch_batches: prefetch,
         max_concurrent_reads: 2,

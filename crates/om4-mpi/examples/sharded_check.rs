@@ -23,9 +23,9 @@ use std::sync::Arc;
 use mpi::Threading;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use om4_batch::{Ddp, Grid, Normalization, ReadGroup, Roles, SampleSpace, Schedule, WindowSpec};
+use om4_batch::{Ddp, SampleSpace, Schedule, WindowSpec};
 use om4_mpi::{Error, ShardOptions, ShardedSource};
-use om4_pipeline::conformance::check_source;
+use om4_pipeline::conformance::{Intercept, check_source};
 use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, MemorySource, Om4Source, SourceConfig};
 use om4_store::{ReadPool, SynthConfig, synthesize};
 
@@ -100,7 +100,13 @@ fn run(world: &SimpleCommunicator) -> Outcome<String> {
 
     // The last rank fails to read its share: every rank's build fails, none hangs.
     let failing = world.size() - 1;
-    let broken = FailOn { inner: truth.clone(), fail: world.rank() == failing };
+    let fail = world.rank() == failing;
+    let broken = Intercept::new(Arc::new(truth.clone()), move |inner, group, out| {
+        if fail {
+            return Err(om4_pipeline::Error::Config { field: "test", reason: "this rank's reads fail".into() });
+        }
+        inner.read_group(group, out)
+    });
     match ShardedSource::new(world, &broken, &ShardOptions::default()) {
         Err(Error::Source(_)) if world.rank() == failing => {}
         Err(Error::Peer { rank, .. }) if rank == failing && world.rank() != failing => {}
@@ -149,35 +155,4 @@ fn same_batches(store: &Arc<Om4Source>, sharded: &Arc<ShardedSource>, world: &Si
         return Err("no batches to compare".into());
     }
     Ok(compared)
-}
-
-/// A source whose reads fail on one rank.
-#[derive(Debug)]
-struct FailOn {
-    inner: MemorySource,
-    fail: bool,
-}
-
-impl BatchSource for FailOn {
-    fn grid(&self) -> Grid {
-        self.inner.grid()
-    }
-    fn time_len(&self) -> usize {
-        self.inner.time_len()
-    }
-    fn channels(&self) -> Vec<usize> {
-        self.inner.channels()
-    }
-    fn roles(&self) -> Roles {
-        self.inner.roles()
-    }
-    fn normalizations(&self) -> &[Normalization] {
-        self.inner.normalizations()
-    }
-    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> om4_pipeline::Result<()> {
-        if self.fail {
-            return Err(om4_pipeline::Error::Config { field: "test", reason: "this rank's reads fail".into() });
-        }
-        self.inner.read_group(group, out)
-    }
 }

@@ -189,3 +189,54 @@ fn errors<S: BatchSource>(source: &S) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// How an [`Intercept`] reads: given the inner source, the group and the caller's buffer.
+pub type ReadFn<S> = dyn Fn(&S, &ReadGroup, &mut [f32]) -> crate::Result<()> + Send + Sync;
+
+/// A source that describes itself as `inner` does (grid, times, channels, roles, normalizations,
+/// read pool) and reads through a function of the test's choosing: failures on some reads, a
+/// delay, a rendezvous between reads. The wrapper tests of sources and loaders build on.
+pub struct Intercept<S: BatchSource> {
+    inner: Arc<S>,
+    read: Box<ReadFn<S>>,
+}
+
+impl<S: BatchSource> Intercept<S> {
+    /// `inner`, read through `read`.
+    pub fn new(
+        inner: Arc<S>,
+        read: impl Fn(&S, &ReadGroup, &mut [f32]) -> crate::Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        Self { inner, read: Box::new(read) }
+    }
+}
+
+impl<S: BatchSource> std::fmt::Debug for Intercept<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Intercept").field("grid", &self.inner.grid()).finish_non_exhaustive()
+    }
+}
+
+impl<S: BatchSource> BatchSource for Intercept<S> {
+    fn grid(&self) -> om4_batch::Grid {
+        self.inner.grid()
+    }
+    fn time_len(&self) -> usize {
+        self.inner.time_len()
+    }
+    fn channels(&self) -> Vec<usize> {
+        self.inner.channels()
+    }
+    fn roles(&self) -> om4_batch::Roles {
+        self.inner.roles()
+    }
+    fn normalizations(&self) -> &[om4_batch::Normalization] {
+        self.inner.normalizations()
+    }
+    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> crate::Result<()> {
+        (self.read)(&self.inner, group, out)
+    }
+    fn read_pool(&self) -> Option<&om4_store::ReadPool> {
+        self.inner.read_pool()
+    }
+}

@@ -3,7 +3,7 @@
 use om4_batch::{BatchPlan, Grid, Normalization, ReadGroup, Roles};
 use om4_store::ReadPool;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Where a batch's planes come from: a time selection of some variables, their normalization,
 /// and reads of `(times, channels)` blocks into caller buffers.
@@ -46,7 +46,8 @@ pub trait BatchSource: Send + Sync + 'static {
 /// error is the first group's in plan order that failed.
 ///
 /// # Errors
-/// Whatever [`BatchSource::read_group`] reports.
+/// Whatever [`BatchSource::read_group`] reports, or [`Error::Spawn`] when a group's thread cannot
+/// start.
 pub fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]> + Send>(
     source: &S,
     plan: &BatchPlan,
@@ -59,14 +60,23 @@ pub fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]> + Send>(
         None => Vec::new(),
         Some((first, [])) => vec![source.read_group(&groups[0], first.as_mut())],
         Some((first, rest)) => std::thread::scope(|scope| {
+            // A thread that cannot start is that group's error (the others still run to the end).
             let others: Vec<_> = groups[1..]
                 .iter()
                 .zip(rest)
-                .map(|(g, buf)| scope.spawn(move || source.read_group(g, buf.as_mut())))
+                .map(|(g, buf)| {
+                    std::thread::Builder::new()
+                        .name("om4-group-read".into())
+                        .spawn_scoped(scope, move || source.read_group(g, buf.as_mut()))
+                        .map_err(|source| Error::Spawn { thread: "group read", source })
+                })
                 .collect();
             let mut results = vec![source.read_group(&groups[0], first.as_mut())];
-            results
-                .extend(others.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))));
+            results.extend(
+                others
+                    .into_iter()
+                    .map(|h| h.and_then(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))),
+            );
             results
         }),
     };

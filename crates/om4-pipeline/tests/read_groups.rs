@@ -1,11 +1,12 @@
 //! `read_groups` reads a batch's groups at once, into the same bits one read after another gives,
 //! and reports the first failing group's error.
 
-use std::sync::Mutex;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use om4_batch::{BatchPlan, Grid, LandMask, NormOrder, Normalization, ReadGroup, Roles, Sample, WindowSpec};
+use om4_batch::{BatchPlan, Grid, LandMask, NormOrder, Normalization, Roles, Sample, WindowSpec};
+use om4_pipeline::conformance::Intercept;
 use om4_pipeline::{BatchSource, MemorySource, read_groups};
 
 fn memory() -> MemorySource {
@@ -30,55 +31,31 @@ fn plan(source: &impl BatchSource) -> BatchPlan {
     BatchPlan::new(&samples, &source.roles(), &source.channels()).unwrap()
 }
 
-/// The prognostic group's read waits until the boundary group's read has begun: read one after
-/// the other, the first would give up after its timeout.
-struct Rendezvous {
-    inner: MemorySource,
-    started: Mutex<Sender<()>>,
-    wait: Mutex<Receiver<()>>,
-    fail: Option<usize>,
-}
-
-impl BatchSource for Rendezvous {
-    fn grid(&self) -> Grid {
-        self.inner.grid()
-    }
-    fn time_len(&self) -> usize {
-        self.inner.time_len()
-    }
-    fn channels(&self) -> Vec<usize> {
-        self.inner.channels()
-    }
-    fn roles(&self) -> Roles {
-        self.inner.roles()
-    }
-    fn normalizations(&self) -> &[Normalization] {
-        self.inner.normalizations()
-    }
-    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> om4_pipeline::Result<()> {
+/// `memory()`, whose prognostic group's read waits until the boundary group's read has begun:
+/// read one after the other, the first would give up after its timeout. `fail`: the set whose
+/// reads fail (`usize::MAX`: both).
+fn rendezvous(fail: Option<usize>) -> Intercept<MemorySource> {
+    let (started, wait) = channel();
+    let (started, wait) = (Mutex::new(started), Mutex::new(wait));
+    Intercept::new(Arc::new(memory()), move |inner, group, out| {
         if group.source == 0 {
-            let wait = self.wait.lock().unwrap();
+            let wait = wait.lock().unwrap();
             if wait.recv_timeout(Duration::from_secs(30)).is_err() {
                 return Err(failure("groups were read one after another".into()));
             }
         } else {
-            self.started.lock().unwrap().send(()).unwrap();
+            started.lock().unwrap().send(()).unwrap();
         }
-        self.inner.read_group(group, out)?;
-        if self.fail.is_some_and(|s| s == group.source || s == usize::MAX) {
+        inner.read_group(group, out)?;
+        if fail.is_some_and(|s| s == group.source || s == usize::MAX) {
             return Err(failure(format!("group of set {} failed", group.source)));
         }
         Ok(())
-    }
+    })
 }
 
 fn failure(reason: String) -> om4_pipeline::Error {
     om4_pipeline::Error::Config { field: "test source", reason }
-}
-
-fn rendezvous(fail: Option<usize>) -> Rendezvous {
-    let (started, wait) = channel();
-    Rendezvous { inner: memory(), started: Mutex::new(started), wait: Mutex::new(wait), fail }
 }
 
 #[test]
@@ -90,7 +67,7 @@ fn groups_are_read_at_once_into_the_same_bits() {
     let mut want = Vec::new();
     for g in plan.groups() {
         let mut buf = vec![0.0; g.planes() * source.grid().plane()];
-        source.inner.read_group(g, &mut buf).unwrap();
+        memory().read_group(g, &mut buf).unwrap();
         want.push(buf);
     }
     let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();

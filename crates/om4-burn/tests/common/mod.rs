@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-use om4_batch::{Grid, Normalization, ReadGroup, Roles};
 use om4_burn::{BatchSource, Om4Source, SourceConfig};
 use om4_pipeline::Error;
+use om4_pipeline::conformance::Intercept;
 use om4_store::{ReadPool, SynthConfig, synthesize};
 
 pub struct Fixture {
@@ -37,47 +36,17 @@ pub fn tensor_values(t: burn::tensor::Tensor<4>) -> Vec<f32> {
     t.into_data().try_to_vec::<f32>().unwrap()
 }
 
-/// Fails (error or panic) on its `at`-th read call, optionally sleeping on every read.
-#[derive(Debug)]
-pub struct Faulty {
-    pub inner: Arc<Om4Source>,
-    pub at: usize,
-    pub panic: bool,
-    pub delay: Duration,
-    pub calls: AtomicUsize,
-}
-
-impl Faulty {
-    pub fn new(inner: Arc<Om4Source>, at: usize, panic: bool) -> Self {
-        Self { inner, at, panic, delay: Duration::ZERO, calls: AtomicUsize::new(0) }
-    }
-}
-
-impl BatchSource for Faulty {
-    fn grid(&self) -> Grid {
-        self.inner.grid()
-    }
-    fn time_len(&self) -> usize {
-        self.inner.time_len()
-    }
-    fn channels(&self) -> Vec<usize> {
-        self.inner.channels()
-    }
-    fn roles(&self) -> Roles {
-        self.inner.roles()
-    }
-    fn normalizations(&self) -> &[Normalization] {
-        self.inner.normalizations()
-    }
-    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> om4_pipeline::Result<()> {
-        std::thread::sleep(self.delay);
-        let call = self.calls.fetch_add(1, Ordering::SeqCst);
-        if call == self.at {
-            if self.panic {
+/// `inner`, failing (an error, or a panic) on its `at`-th read call.
+pub fn faulty(inner: Arc<Om4Source>, at: usize, panic: bool) -> Intercept<Om4Source> {
+    let calls = AtomicUsize::new(0);
+    Intercept::new(inner, move |inner, group, out| {
+        let call = calls.fetch_add(1, Ordering::SeqCst);
+        if call == at {
+            if panic {
                 panic!("injected panic at read {call}");
             }
             return Err(Error::Config { field: "test", reason: format!("injected failure at read {call}") });
         }
-        self.inner.read_group(group, out)
-    }
+        inner.read_group(group, out)
+    })
 }
