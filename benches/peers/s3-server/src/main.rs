@@ -11,12 +11,13 @@
 //! Prints `port PORT` once it listens, then serves until killed.
 //!
 //! Why not a general S3 server: on a machine of two cores the server shares the CPU with the
-//! readers it serves. A server that reads each answer whole with one positioned read and sends
-//! it as one body costs little per byte, so the readers, not the server, are what is measured.
-//! Objects are files: a read blocks its runtime thread (they come from the page cache).
+//! readers it serves, and what it spends is taken from them (a real object store's CPU is not
+//! the reader's). So it costs as little per byte as it can: every object is read into memory
+//! once, at start (the benchmark's stores are a few hundred MB), and an answer is a slice of it,
+//! sent as one body; the files must not change while it serves. Listings walk the folder.
 
+use std::collections::HashMap;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +34,10 @@ use s3s::{S3, S3Request, S3Response, S3Result, s3_error};
 
 struct Folder {
     root: PathBuf,
+    /// The folders directly under `root`, at start.
+    buckets: std::collections::HashSet<String>,
+    /// Every file under `root`, by path, read at start, with its metadata.
+    objects: HashMap<PathBuf, (Bytes, std::fs::Metadata)>,
 }
 
 impl Folder {
@@ -46,22 +51,16 @@ impl Folder {
         Ok(bucket_dir.join(rel))
     }
 
+    /// The object `key` of `bucket` and its file's metadata, or NoSuchKey.
+    fn object(&self, bucket: &str, key: &str) -> S3Result<&(Bytes, std::fs::Metadata)> {
+        self.objects.get(&self.path(bucket, key)?).ok_or_else(|| s3_error!(NoSuchKey))
+    }
+
     fn bucket(&self, bucket: &str) -> S3Result<PathBuf> {
-        let dir = self.root.join(bucket);
-        if bucket.contains(['/', '\\']) || bucket.starts_with('.') || !dir.is_dir() {
+        if bucket.contains(['/', '\\']) || bucket.starts_with('.') || !self.buckets.contains(bucket) {
             return Err(s3_error!(NoSuchBucket));
         }
-        Ok(dir)
-    }
-}
-
-/// The file's metadata, or NoSuchKey.
-fn metadata(path: &Path) -> S3Result<std::fs::Metadata> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => Ok(m),
-        Ok(_) => Err(s3_error!(NoSuchKey)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(s3_error!(NoSuchKey)),
-        Err(e) => Err(s3_error!(InternalError, "{}: {e}", path.display())),
+        Ok(self.root.join(bucket))
     }
 }
 
@@ -96,37 +95,32 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, std::fs::Metadata)>) -> 
 impl S3 for Folder {
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let input = req.input;
-        let path = self.path(&input.bucket, &input.key)?;
-        let meta = metadata(&path)?;
+        let (object, meta) = self.object(&input.bucket, &input.key)?;
         let len = meta.len();
         let range = match &input.range {
             Some(r) => r.check(len).map_err(|_| s3_error!(InvalidRange))?,
             None => 0..len,
         };
-        let mut body = vec![0u8; (range.end - range.start) as usize];
-        let file = std::fs::File::open(&path).map_err(|e| s3_error!(InternalError, "{}: {e}", path.display()))?;
-        file.read_exact_at(&mut body, range.start).map_err(|e| s3_error!(InternalError, "{}: {e}", path.display()))?;
+        let body = object.slice(range.start as usize..range.end as usize);
         let content_range =
             input.range.is_some().then(|| format!("bytes {}-{}/{len}", range.start, range.end.max(1) - 1));
         let output = GetObjectOutput {
             content_length: Some(body.len() as i64),
             content_range,
-            last_modified: modified(&meta),
-            e_tag: e_tag(&meta),
-            body: Some(StreamingBlob::wrap(futures::stream::once(async move {
-                Ok::<_, std::io::Error>(Bytes::from(body))
-            }))),
+            last_modified: modified(meta),
+            e_tag: e_tag(meta),
+            body: Some(StreamingBlob::wrap(futures::stream::once(async move { Ok::<_, std::io::Error>(body) }))),
             ..Default::default()
         };
         Ok(S3Response::new(output))
     }
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        let meta = metadata(&self.path(&req.input.bucket, &req.input.key)?)?;
+        let (_, meta) = self.object(&req.input.bucket, &req.input.key)?;
         let output = HeadObjectOutput {
             content_length: Some(meta.len() as i64),
-            last_modified: modified(&meta),
-            e_tag: e_tag(&meta),
+            last_modified: modified(meta),
+            e_tag: e_tag(meta),
             ..Default::default()
         };
         Ok(S3Response::new(output))
@@ -210,7 +204,22 @@ async fn main() -> std::io::Result<()> {
         }
     }
     let root = root.unwrap_or_else(|| usage());
-    let mut builder = S3ServiceBuilder::new(Folder { root });
+    let mut files = Vec::new();
+    walk(&root, &root, &mut files)?;
+    let mut objects = HashMap::with_capacity(files.len());
+    for (key, meta) in files {
+        let path = root.join(key);
+        let bytes = Bytes::from(std::fs::read(&path)?);
+        objects.insert(path, (bytes, meta));
+    }
+    let mut buckets = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(&root)? {
+        let entry = entry?;
+        if std::fs::metadata(entry.path())?.is_dir() {
+            buckets.insert(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    let mut builder = S3ServiceBuilder::new(Folder { root, buckets, objects });
     if let Some(k) = key {
         let (id, secret) = k.split_once(':').unwrap_or_else(|| usage());
         builder.set_auth(s3s::auth::SimpleAuth::from_single(id, secret));
