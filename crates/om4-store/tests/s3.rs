@@ -84,6 +84,24 @@ fn same_as_local(test: &str, cfg: &SynthConfig) {
     narrow.requests.concurrency = Some(3);
     let narrow = Om4Store::open_location(&StoreLocation::S3(narrow)).unwrap();
     assert_eq!(common::bits(&common::read_all(&narrow, cfg.levels)), expected, "in many waves");
+    // Reads in flight at once (one per time step, sharing the store's requests in flight and one
+    // pool, each in many waves): each gets its own bits.
+    let (narrow_set, narrow_sel) = (narrow.channels(&names).unwrap(), narrow.select(None, None).unwrap());
+    let per_step = narrow_set.len() * narrow_set.grid().plane();
+    let reads: Vec<Vec<f32>> = std::thread::scope(|scope| {
+        let (narrow, set, sel, pool) = (&narrow, &narrow_set, &narrow_sel, &pool);
+        let handles: Vec<_> = (0..sel.len())
+            .map(|p| {
+                scope.spawn(move || {
+                    let mut out = vec![0f32; per_step];
+                    narrow.reader(pool, set, sel).read(&[p], &mut out).unwrap();
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(common::bits(&reads.concat()), expected, "reads in flight at once");
     assert_eq!(remote.masks(&set).unwrap(), local.masks(&local.channels(&names).unwrap()).unwrap());
 
     let sibling = |name: &str| s3(&endpoint, &bucket, "runs/demo/OM4.zarr").sibling(name);
