@@ -95,8 +95,13 @@ fn prepare(device_name: &str, ny: usize, nx: usize) -> Result<bool, Box<dyn std:
             let space = SampleSpace::single(WindowSpec::new(history, steps, stride)?, source.time_len())?;
             let schedule = Schedule::training(3, 7, None)?;
             let loader = |prepare_on, device: burn::tensor::Device| {
-                let config =
-                    LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 4, prefetch_to_device: true, prepare_on };
+                let config = LoaderConfig {
+                    prefetch_batches: 2,
+                    max_concurrent_reads: 4,
+                    prefetch_to_device: true,
+                    prepare_on,
+                    ..LoaderConfig::default()
+                };
                 Loader::new(Arc::clone(&source), space.clone(), schedule, config, device)
             };
             let on_device = epoch(&loader(PrepareOn::Device, device.clone()))?;

@@ -1,7 +1,7 @@
 //! The `om4` commands and the pipeline's store source on `s3://` stores (feature `s3`), against
 //! the local S3 servers of `scripts/s3-server.sh` (moto on 127.0.0.1): each command's output
 //! equals its output on the local copy, the S3-backed `Om4Source` passes the conformance suite
-//! against the local copy's planes, and wrong credentials are clear errors. Without the servers'
+//! against the local copy's planes (and a loader reads two of its batches at once by default), and wrong credentials are clear errors. Without the servers'
 //! variables each test prints that it was skipped and checks nothing else.
 #![allow(missing_docs)]
 
@@ -178,8 +178,9 @@ fn wrong_credentials_are_clear_errors() {
 fn the_s3_store_source_conforms() {
     // The conformance suite every data source passes, on an Om4Source over S3, with the truth read
     // plane by plane from the local copy (flat v2 consolidated and compact v3 sharded).
-    use om4_pipeline::conformance::{check_source, naive_store_truth};
-    use om4_pipeline::{Om4Source, SourceConfig};
+    use om4_batch::{SampleSpace, Schedule, WindowSpec};
+    use om4_pipeline::conformance::{Intercept, check_source, naive_store_truth};
+    use om4_pipeline::{BatchSource, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
     use om4_store::{ReadPool, S3Location, StoreLocation, SynthConfig, SynthFormat, SynthLayout};
 
     let Some(endpoint) = endpoint("conformance") else { return };
@@ -204,6 +205,30 @@ fn the_s3_store_source_conforms() {
         let local = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
         let source = Om4Source::open(&remote, Some("1958-01-11"), None, ReadPool::new(2).unwrap()).unwrap();
         let truth = naive_store_truth(&source, &local).unwrap();
-        check_source(Arc::new(source), &truth).unwrap_or_else(|e| panic!("{layout:?} {format:?}: {e}"));
+        let source = Arc::new(source);
+        check_source(Arc::clone(&source), &truth).unwrap_or_else(|e| panic!("{layout:?} {format:?}: {e}"));
+        // By default a loader keeps two batch reads of a remote store in flight: batch 0's read
+        // waits for batch 1's to begin, and the batches are the truth's.
+        assert_eq!(source.batch_reads_in_flight(), 2);
+        let space = SampleSpace::single(WindowSpec::new(1, 1, 1).unwrap(), source.time_len()).unwrap();
+        let schedule = Schedule::training(2, 5, None).unwrap();
+        let overlapping = Arc::new(Intercept::overlapping(source, &space, schedule, 0, 1).unwrap());
+        let config = LoaderConfig { prepare_on: PrepareOn::Host, ..LoaderConfig::default() };
+        let got = host_bits(&Loader::new(overlapping, space.clone(), schedule, config));
+        let want = host_bits(&Loader::new(Arc::new(truth), space, schedule, config));
+        assert_eq!(got, want, "{layout:?} {format:?}: batches read two at a time from S3");
     }
+}
+
+/// The bits of every batch of epoch 1, prepared on the host.
+fn host_bits<S: om4_pipeline::BatchSource>(loader: &om4_pipeline::Loader<S>) -> Vec<Vec<u32>> {
+    let epoch = loader.epoch(1).unwrap();
+    epoch
+        .map(|b| match b.unwrap().batch {
+            om4_pipeline::HostBatch::Prepared(p) => {
+                p.steps.iter().flat_map(|s| s.input.iter().chain(s.label.iter())).map(|x| x.to_bits()).collect()
+            }
+            om4_pipeline::HostBatch::Raw { .. } => panic!("expected a batch prepared on the host"),
+        })
+        .collect()
 }

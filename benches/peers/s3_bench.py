@@ -270,6 +270,12 @@ def samudra_batches(args, name, local, endpoint, latency, batch_size):
            "--batches", str(args.batches), "--repeats", "2", "--check-out", work, "--json"]
     om4 = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
     batches = json.load(open(os.path.join(work, "samples.json")))["batches"]
+    # om4's loader as training uses it: 2 batches read ahead, its default batch reads in flight
+    # (2 on object storage); the interval between batches once the first reads have come.
+    loader_cmd = [a for a in cmd if a not in ("--check-out", work)]
+    loader_cmd[loader_cmd.index("--batches") + 1] = "12"
+    loader = json.loads(subprocess.run(loader_cmd + ["--prefetch", "2"], check=True, capture_output=True, text=True,
+                                       env=env).stdout)
     names = [f"{v}_{k}" for v in ("uo", "vo", "thetao", "so") for k in range(levels)] + ["zos"]
     bound = ["tauuo", "tauvo", "hfds"]
     ds = zarr.open_group(local, mode="r")
@@ -302,7 +308,8 @@ def samudra_batches(args, name, local, endpoint, latency, batch_size):
             "om4_ms_per_batch_median": o, "tensorstore_dedup_ms_per_batch_median": ts_ms,
             "om4_speedup_vs_tensorstore_dedup": ts_ms / o, "tensorstore_equal_to_om4": equal,
             "planes_unique": om4["planes_unique_last"], "om4_open_plus_first_batch_s": om4.get("open_plus_first_batch_s"),
-            "om4_requests": om4.get("requests")}
+            "om4_requests": om4.get("requests"), "om4_loader_ms_per_batch_steady": loader["ms_per_batch_steady"],
+            "om4_loader_reads_in_flight": loader["reads_in_flight"]}
 
 
 # ------------------------------------------------------------------------------ plot, tables
@@ -356,17 +363,24 @@ def markdown(raw, batches, args):
     if bad:
         out += ["", "Not timed: " + "; ".join(bad)]
     if batches:
-        out += ["", "Samudra batches from S3 (hist 1, steps 4; median ms per batch; TensorStore + dedup's first batch equal to om4's bit for bit):", "",
-                "| store | latency | batch | unique planes | om4 | TensorStore + dedup | om4 GETs / rounds per batch | om4 requests in flight | om4 open + first batch |", "|---|---|---|---|---|---|---|---|---|"]
+        out += ["", "Samudra batches from S3 (hist 1, steps 4; median ms per batch, each read on demand, one at a time; "
+                "TensorStore + dedup's first batch equal to om4's bit for bit; om4's loader: 12 batches, 2 read ahead, "
+                "its default reads in flight (2 on object storage), ms between batches once the first reads have come):", "",
+                "| store | latency | batch | unique planes | om4 | TensorStore + dedup | om4 loader (reads in flight) | om4 GETs / rounds per batch | om4 requests in flight | om4 open + first batch |", "|---|---|---|---|---|---|---|---|---|---|"]
         for b in sorted(batches, key=lambda b: (b["store"], b["batch_size"], b["latency_ms"])):
             out.append(f"| {b['store']} | {b['latency_ms']:g} ms | {b['batch_size']} | {b['planes_unique']} | {b['om4_ms_per_batch_median']:.0f} | "
                        f"{b['tensorstore_dedup_ms_per_batch_median']:.0f} ({b['om4_speedup_vs_tensorstore_dedup']:.1f}×)"
-                       f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {per_batch(b)} | {(b.get('om4_requests') or {}).get('in_flight_at_end') or '—'} | {b['om4_open_plus_first_batch_s']:.2f} s |")
+                       f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {loader_cell(b)} | {per_batch(b)} | {(b.get('om4_requests') or {}).get('in_flight_at_end') or '—'} | {b['om4_open_plus_first_batch_s']:.2f} s |")
     return "\n".join(out) + "\n"
 
 
 def own(rate, zero):
     return "—" if zero is None else f"{rate / zero:.2f}"
+
+
+def loader_cell(b):
+    ms = b.get("om4_loader_ms_per_batch_steady")
+    return "—" if ms is None else f"{ms:.0f} ({b['om4_loader_reads_in_flight']})"
 
 
 def per_batch(b):

@@ -52,17 +52,20 @@ fn device_batches_equal_host_reference_bit_for_bit() {
                     let spec = WindowSpec::new(history, steps, stride).unwrap();
                     let space = SampleSpace::single(spec, src.time_len()).unwrap();
                     let schedule = Schedule::training(3, 7, None).unwrap();
-                    for (prefetch, to_device, prepare_on) in [
-                        (2, true, PrepareOn::Device),
-                        (2, true, PrepareOn::Host),
-                        (2, false, PrepareOn::Device),
-                        (0, false, PrepareOn::Auto),
+                    for (prefetch, to_device, prepare_on, reads_in_flight) in [
+                        (2, true, PrepareOn::Device, 1),
+                        (2, true, PrepareOn::Host, 1),
+                        (2, false, PrepareOn::Device, 1),
+                        (0, false, PrepareOn::Auto, 1),
+                        (2, true, PrepareOn::Host, 2),
+                        (2, true, PrepareOn::Device, 2),
                     ] {
                         let config = LoaderConfig {
                             prefetch_batches: prefetch,
                             max_concurrent_reads: 2,
                             prefetch_to_device: to_device,
                             prepare_on,
+                            reads_in_flight: Some(reads_in_flight),
                         };
                         let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
                         assert_eq!(loader.prepares_on_host(), prepare_on != PrepareOn::Device, "auto: host on flex");
@@ -263,7 +266,13 @@ fn mismatched_statistics_are_an_error_not_a_panic_or_a_short_epoch() {
         (2, false, PrepareOn::Device),
         (0, false, PrepareOn::Host),
     ] {
-        let config = LoaderConfig { prefetch_batches, max_concurrent_reads: 2, prefetch_to_device, prepare_on };
+        let config = LoaderConfig {
+            prefetch_batches,
+            max_concurrent_reads: 2,
+            prefetch_to_device,
+            prepare_on,
+            ..LoaderConfig::default()
+        };
         let schedule = Schedule::validation(2, 1, None).unwrap();
         let loader = Loader::new(Arc::clone(&wrong), space.clone(), schedule, config, Device::flex());
         let mut it = loader.epoch(1).unwrap();

@@ -27,15 +27,21 @@ fn thousand_random_early_drops() {
     let src = source(&f);
     let space = SampleSpace::single(WindowSpec::new(1, 2, 1).unwrap(), src.time_len()).unwrap();
     let loaders: Vec<Loader<_>> = [
-        (2, true, PrepareOn::Device),
-        (2, false, PrepareOn::Host),
-        (1, true, PrepareOn::Host),
-        (0, false, PrepareOn::Device),
+        (2, true, PrepareOn::Device, 1),
+        (2, false, PrepareOn::Host, 2),
+        (1, true, PrepareOn::Host, 1),
+        (0, false, PrepareOn::Device, 1),
+        (3, true, PrepareOn::Host, 2),
     ]
     .into_iter()
-    .map(|(p, d, on)| {
-        let config =
-            LoaderConfig { prefetch_batches: p, max_concurrent_reads: 2, prefetch_to_device: d, prepare_on: on };
+    .map(|(p, d, on, r)| {
+        let config = LoaderConfig {
+            prefetch_batches: p,
+            max_concurrent_reads: 2,
+            prefetch_to_device: d,
+            prepare_on: on,
+            reads_in_flight: Some(r),
+        };
         Loader::new(Arc::clone(&src), space.clone(), Schedule::training(1, 5, None).unwrap(), config, Device::flex())
     })
     .collect();
@@ -45,7 +51,7 @@ fn thousand_random_early_drops() {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let loader = &loaders[(state % 4) as usize];
+        let loader = &loaders[(state % loaders.len() as u64) as usize];
         let take = (state >> 8) as usize % (loader.len() + 1);
         let mut it = loader.epoch(i + 1).unwrap();
         for _ in 0..take {

@@ -6,7 +6,8 @@
 //! serve, read by whatever naive path the source's test trusts):
 //! 1. the description matches: grid, time positions, channels, roles and normalizations (bits);
 //! 2. grouped reads of scattered time positions equal the truth bit for bit;
-//! 3. the loader's batches (prefetch 0 and 2) equal om4-batch's naive reference batch built
+//! 3. the loader's batches (prefetch 0, 2 and 3, one or two reads in flight) come in schedule
+//!    order and equal om4-batch's naive reference batch built
 //!    from the truth's planes one at a time, for several windows;
 //! 4. a read past the selection, and a buffer of the wrong length, are errors that name the
 //!    problem, not panics.
@@ -14,7 +15,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use om4_batch::{ReadGroup, SampleSpace, Schedule, WindowSpec, reference_batch};
+use om4_batch::{BatchPlan, ReadGroup, SampleSpace, Schedule, WindowSpec, reference_batch};
 
 use crate::loader::{HostBatch, Loader, LoaderConfig, PrepareOn};
 use crate::memory::MemorySource;
@@ -140,11 +141,20 @@ fn batches<S: BatchSource>(source: &Arc<S>, truth: &MemorySource) -> Result<(), 
         let spec = WindowSpec::new(history, steps, stride).map_err(|e| e.to_string())?;
         let Ok(space) = SampleSpace::single(spec, source.time_len()) else { continue };
         let schedule = Schedule::training(2, 3, None).map_err(|e| e.to_string())?;
-        for prefetch_batches in [0, 2] {
-            let config = LoaderConfig { prefetch_batches, prepare_on: PrepareOn::Host, ..LoaderConfig::default() };
+        for (prefetch_batches, reads_in_flight) in [(0, Some(1)), (2, None), (3, Some(2))] {
+            let config = LoaderConfig {
+                prefetch_batches,
+                reads_in_flight,
+                prepare_on: PrepareOn::Host,
+                ..LoaderConfig::default()
+            };
             let loader = Loader::new(Arc::clone(source), space.clone(), schedule, config);
-            for batch in loader.epoch(1).map_err(|e| e.to_string())?.take(3) {
+            let order = schedule.epoch(&space.groups(), 1);
+            for (n, batch) in loader.epoch(1).map_err(|e| e.to_string())?.take(3).enumerate() {
                 let batch = batch.map_err(|e| format!("loading a batch failed: {e}"))?;
+                if batch.samples != order[n] {
+                    return Err(format!("batch {n} holds samples {:?}, the schedule's {:?}", batch.samples, order[n]));
+                }
                 let HostBatch::Prepared(got) = batch.batch else { return Err("expected a prepared batch".into()) };
                 let samples = space.samples(&batch.samples).map_err(|e| e.to_string())?;
                 let want = reference_batch(&samples, &roles, &norms, grid, |s, t, c, out: &mut [f32]| {
@@ -161,7 +171,7 @@ fn batches<S: BatchSource>(source: &Arc<S>, truth: &MemorySource) -> Result<(), 
                     if bits(&g.input) != bits(&w.input) || bits(&g.label) != bits(&w.label) {
                         return Err(format!(
                             "batch {:?} step {k} (hist {history}, steps {steps}, stride {stride}, prefetch \
-                             {prefetch_batches}) differs from the naive reference",
+                             {prefetch_batches}, reads in flight {reads_in_flight:?}) differs from the naive reference",
                             batch.samples
                         ));
                     }
@@ -194,8 +204,9 @@ fn errors<S: BatchSource>(source: &S) -> Result<(), String> {
 pub type ReadFn<S> = dyn Fn(&S, &ReadGroup, &mut [f32]) -> crate::Result<()> + Send + Sync;
 
 /// A source that describes itself as `inner` does (grid, times, channels, roles, normalizations,
-/// read pool) and reads through a function of the test's choosing: failures on some reads, a
-/// delay, a rendezvous between reads. The wrapper tests of sources and loaders build on.
+/// read pool, batch reads in flight) and reads through a function of the test's choosing:
+/// failures on some reads, a delay, a rendezvous between reads. The wrapper tests of sources and
+/// loaders build on.
 pub struct Intercept<S: BatchSource> {
     inner: Arc<S>,
     read: Box<ReadFn<S>>,
@@ -208,6 +219,51 @@ impl<S: BatchSource> Intercept<S> {
         read: impl Fn(&S, &ReadGroup, &mut [f32]) -> crate::Result<()> + Send + Sync + 'static,
     ) -> Self {
         Self { inner, read: Box::new(read) }
+    }
+}
+
+impl<S: BatchSource> Intercept<S> {
+    /// `inner`, whose read of batch `first`'s prognostic group (of epoch 1 of `schedule` over
+    /// `space`) waits until a read of batch `second`'s has begun, and fails after 30 s without
+    /// one: a loader that reads one batch at a time fails on it, one with the two reads in flight
+    /// at once reads the same bits as `inner`.
+    ///
+    /// # Errors
+    /// When the epoch has no such batches, or the two read the same prognostic times.
+    pub fn overlapping(
+        inner: Arc<S>,
+        space: &SampleSpace,
+        schedule: Schedule,
+        first: usize,
+        second: usize,
+    ) -> Result<Self, String> {
+        let order = schedule.epoch(&space.groups(), 1);
+        let times = |k: usize| -> Result<Vec<usize>, String> {
+            let indices = order.get(k).ok_or_else(|| format!("the epoch has no batch {k}"))?;
+            let samples = space.samples(indices).map_err(|e| e.to_string())?;
+            let plan = BatchPlan::new(&samples, &inner.roles(), &inner.channels()).map_err(|e| e.to_string())?;
+            Ok(plan.groups()[0].times.clone())
+        };
+        let (waits, signals) = (times(first)?, times(second)?);
+        if waits == signals {
+            return Err(format!("batches {first} and {second} read the same prognostic times"));
+        }
+        let (started, begun) = std::sync::mpsc::channel();
+        let begun = std::sync::Mutex::new(begun);
+        Ok(Self::new(inner, move |inner, group, out| {
+            if group.source == 0 && group.times == waits {
+                let begun = begun.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if begun.recv_timeout(std::time::Duration::from_secs(30)).is_err() {
+                    return Err(crate::Error::Config {
+                        field: "test source",
+                        reason: format!("batch {second} was not read while batch {first} was"),
+                    });
+                }
+            } else if group.source == 0 && group.times == signals {
+                let _ = started.send(());
+            }
+            inner.read_group(group, out)
+        }))
     }
 }
 
@@ -238,5 +294,8 @@ impl<S: BatchSource> BatchSource for Intercept<S> {
     }
     fn read_pool(&self) -> Option<&om4_store::ReadPool> {
         self.inner.read_pool()
+    }
+    fn batch_reads_in_flight(&self) -> usize {
+        self.inner.batch_reads_in_flight()
     }
 }

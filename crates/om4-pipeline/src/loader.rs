@@ -1,5 +1,6 @@
-//! The prefetching loader: a producer thread reads batch N+1.. into pooled host buffers while the
-//! model computes batch N; a second stage (on a thread of its own with `prefetch_to_device`, else
+//! The prefetching loader: producer threads (one per batch read in flight, see
+//! [`LoaderConfig::reads_in_flight`]) read batch N+1.. into pooled host buffers while the model
+//! computes batch N; a second stage (on a thread of its own with `prefetch_to_device`, else
 //! on the consumer's) prepares each batch on the host when asked to and hands it to a framework
 //! adapter's `finish` function. Batches come out in schedule order; exhaustion, early drop,
 //! errors and panics end cleanly, with every buffer back in its pool.
@@ -34,6 +35,13 @@ pub struct LoaderConfig {
     pub prefetch_to_device: bool,
     /// Where normalization, masking and the gather run (om4's own setting; default `auto`).
     pub prepare_on: PrepareOn,
+    /// Batches read at once (om4's own setting; at most `prefetch_batches`; default: the
+    /// source's [`BatchSource::batch_reads_in_flight`], 2 for a store on object storage, where
+    /// one batch's round trips then overlap another's transfer and decoding, else 1). Each read
+    /// runs on a producer thread of its own; batches still come out in schedule order. With
+    /// `prefetch_batches` 0 batches are read one at a time, on demand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads_in_flight: Option<usize>,
 }
 
 impl LoaderConfig {
@@ -43,7 +51,13 @@ impl LoaderConfig {
 
 impl Default for LoaderConfig {
     fn default() -> Self {
-        Self { prefetch_batches: 2, max_concurrent_reads: 32, prefetch_to_device: true, prepare_on: PrepareOn::Auto }
+        Self {
+            prefetch_batches: 2,
+            max_concurrent_reads: 32,
+            prefetch_to_device: true,
+            prepare_on: PrepareOn::Auto,
+            reads_in_flight: None,
+        }
     }
 }
 
@@ -188,6 +202,25 @@ impl<S: BatchSource> Loader<S> {
         self.on_host.is_some()
     }
 
+    /// Batch reads an epoch keeps in flight at once: `reads_in_flight`, else the source's
+    /// [`BatchSource::batch_reads_in_flight`], at most `prefetch_batches` (1 with prefetch 0).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `reads_in_flight` is 0 or over [`LoaderConfig::MAX_PREFETCH`].
+    pub fn reads_in_flight(&self) -> Result<usize> {
+        let reads = match self.config.reads_in_flight {
+            Some(n @ 1..=LoaderConfig::MAX_PREFETCH) => n,
+            Some(n) => {
+                return Err(Error::Config {
+                    field: "reads_in_flight",
+                    reason: format!("{n} batches; at least 1, at most {}", LoaderConfig::MAX_PREFETCH),
+                });
+            }
+            None => self.source.batch_reads_in_flight(),
+        };
+        Ok(reads.clamp(1, self.config.prefetch_batches.max(1)))
+    }
+
     /// The host batches of epoch `epoch` (1-based, as Samudra counts).
     ///
     /// # Errors
@@ -211,7 +244,8 @@ impl<S: BatchSource> Loader<S> {
     ///
     /// # Errors
     /// [`Error::Config`] when `first_batch` is past the end of the epoch ([`len`](Self::len)
-    /// itself gives an empty epoch) or `prefetch_batches` is over [`LoaderConfig::MAX_PREFETCH`];
+    /// itself gives an empty epoch), `prefetch_batches` is over [`LoaderConfig::MAX_PREFETCH`] or
+    /// `reads_in_flight` is 0 or over it;
     /// [`Error::Spawn`] when a loader thread cannot be started.
     pub fn epoch_with<T: Send + 'static>(&self, epoch: u64, first_batch: usize, finish: Finish<T>) -> Result<Epoch<T>> {
         if self.config.prefetch_batches > LoaderConfig::MAX_PREFETCH {
@@ -220,6 +254,7 @@ impl<S: BatchSource> Loader<S> {
                 reason: format!("{} batches; at most {}", self.config.prefetch_batches, LoaderConfig::MAX_PREFETCH),
             });
         }
+        let lanes = self.reads_in_flight()?;
         let batches = self.schedule.epoch(&self.space.groups(), epoch);
         if first_batch > batches.len() {
             return Err(Error::Config {
@@ -229,22 +264,12 @@ impl<S: BatchSource> Loader<S> {
         }
         let total = batches.len() - first_batch;
         let depth = self.config.prefetch_batches;
-        let source = Arc::clone(&self.source);
-        let space = self.space.clone();
-        let buffers = self.buffers.clone();
-        let mut batches = batches.into_iter().enumerate().skip(first_batch);
-        // Reads the next batch of the schedule; a panic becomes an error naming the batch.
-        let mut produce = move || -> Option<(usize, Result<ReadBatch>)> {
-            let (k, indices) = batches.next()?;
-            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, &buffers, indices)));
-            Some((
-                k,
-                match result {
-                    Ok(r) => r,
-                    Err(panic) => Err(Error::ProducerPanic { batch: k, message: panic_message(&*panic) }),
-                },
-            ))
-        };
+        // Batch k (counted from `first_batch`) is read by lane k mod `lanes`, each lane on a
+        // producer thread of its own; with prefetch 0, one lane on the consumer's thread.
+        let mut work: Vec<Vec<(usize, Vec<usize>)>> = vec![Vec::new(); lanes];
+        for (i, batch) in batches.into_iter().enumerate().skip(first_batch).enumerate() {
+            work[i % lanes].push(batch);
+        }
         let stage = Stage {
             finish,
             on_host: self.on_host.clone(),
@@ -261,25 +286,32 @@ impl<S: BatchSource> Loader<S> {
             finished: false,
         };
         if depth == 0 {
+            let mut produce = self.producer(work.pop().unwrap_or_default());
             iter.feed = Feed::Inline(Box::new(move || {
                 let (k, read) = produce()?;
                 Some(read.and_then(|r| stage.run(k, r)))
             }));
             return Ok(iter);
         }
-        let (read_tx, read_rx) = bounded::<(usize, Result<ReadBatch>)>(depth);
-        let reader = std::thread::Builder::new()
-            .name("om4-loader".into())
-            .spawn(move || {
-                while let Some(item) = produce() {
-                    let failed = item.1.is_err();
-                    if read_tx.send(item).is_err() || failed {
-                        return;
+        let mut receivers = Vec::with_capacity(lanes);
+        for lane in work {
+            let (read_tx, read_rx) = bounded::<(usize, Result<ReadBatch>)>(depth.div_ceil(lanes));
+            let mut produce = self.producer(lane);
+            let reader = std::thread::Builder::new()
+                .name("om4-loader".into())
+                .spawn(move || {
+                    while let Some(item) = produce() {
+                        let failed = item.1.is_err();
+                        if read_tx.send(item).is_err() || failed {
+                            return;
+                        }
                     }
-                }
-            })
-            .map_err(|source| Error::Spawn { thread: "loader", source })?;
-        iter.threads.push(reader);
+                })
+                .map_err(|source| Error::Spawn { thread: "loader", source })?;
+            iter.threads.push(reader);
+            receivers.push(read_rx);
+        }
+        let read_rx = InOrder { lanes: receivers, next: 0 };
         if !self.config.prefetch_to_device {
             iter.feed = Feed::Read(read_rx, stage);
             return Ok(iter);
@@ -288,7 +320,8 @@ impl<S: BatchSource> Loader<S> {
         let finisher = std::thread::Builder::new()
             .name("om4-upload".into())
             .spawn(move || {
-                for (k, read) in read_rx {
+                let mut read_rx = read_rx;
+                while let Some((k, read)) = read_rx.recv() {
                     let item = read.and_then(|r| stage.run(k, r));
                     let failed = item.is_err();
                     if done_tx.send(item).is_err() || failed {
@@ -300,6 +333,41 @@ impl<S: BatchSource> Loader<S> {
         iter.threads.push(finisher);
         iter.feed = Feed::Finished(done_rx);
         Ok(iter)
+    }
+
+    /// Reads `lane`'s batches `(k, indices)` in turn, one per call; a panic becomes an error
+    /// naming the batch.
+    fn producer(
+        &self,
+        lane: Vec<(usize, Vec<usize>)>,
+    ) -> impl FnMut() -> Option<(usize, Result<ReadBatch>)> + Send + 'static {
+        let source = Arc::clone(&self.source);
+        let space = self.space.clone();
+        let buffers = self.buffers.clone();
+        let mut lane = lane.into_iter();
+        move || {
+            let (k, indices) = lane.next()?;
+            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, &buffers, indices)));
+            Some((
+                k,
+                result.unwrap_or_else(|panic| Err(Error::ProducerPanic { batch: k, message: panic_message(&*panic) })),
+            ))
+        }
+    }
+}
+
+/// The producers' channels, received from in schedule order: the n-th batch from lane n mod
+/// lanes. `None` once the lane due next has ended (exhausted, failed, or gone).
+struct InOrder {
+    lanes: Vec<Receiver<(usize, Result<ReadBatch>)>>,
+    next: usize,
+}
+
+impl InOrder {
+    fn recv(&mut self) -> Option<(usize, Result<ReadBatch>)> {
+        let rx = &self.lanes[self.next % self.lanes.len()];
+        self.next += 1;
+        rx.recv().ok()
     }
 }
 
@@ -385,7 +453,7 @@ impl<T> Stage<T> {
 /// consumer's thread finishes them), or (prefetch 0) the consumer's own thread alone.
 enum Feed<T> {
     Finished(Receiver<Result<Loaded<T>>>),
-    Read(Receiver<(usize, Result<ReadBatch>)>, Stage<T>),
+    Read(InOrder, Stage<T>),
     Inline(Box<dyn FnMut() -> Option<Result<Loaded<T>>> + Send>),
     Closed,
 }
@@ -426,7 +494,7 @@ impl<T> Iterator for Epoch<T> {
         // The consumer waits for the batch, and also while its own thread finishes it.
         let received = match &mut self.feed {
             Feed::Finished(rx) => rx.recv().ok(),
-            Feed::Read(rx, stage) => rx.recv().ok().map(|(k, read)| read.and_then(|r| stage.run(k, r))),
+            Feed::Read(rx, stage) => rx.recv().map(|(k, read)| read.and_then(|r| stage.run(k, r))),
             Feed::Inline(produce) => produce(),
             Feed::Closed => None,
         };

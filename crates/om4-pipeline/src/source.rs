@@ -36,6 +36,12 @@ pub trait BatchSource: Send + Sync + 'static {
     fn read_pool(&self) -> Option<&ReadPool> {
         None
     }
+    /// Batch reads a loader keeps in flight at once unless its configuration says
+    /// ([`LoaderConfig::reads_in_flight`](crate::LoaderConfig::reads_in_flight)): 1; a source whose
+    /// reads wait on round trips (a store on object storage) asks for more.
+    fn batch_reads_in_flight(&self) -> usize {
+        1
+    }
 }
 
 /// Reads every group of `plan` from `source`, each into a buffer of the group's size from

@@ -165,4 +165,11 @@ impl BatchSource for Om4Source {
     fn read_pool(&self) -> Option<&ReadPool> {
         Some(&self.pool)
     }
+
+    /// 2 for a store on object storage: the next batch's requests go out while this one's answers
+    /// are decoded (`om4 bench batch --prefetch 2` from S3 at 50 ms per request: see
+    /// docs/benchmarks.md); 1 for local files, where a second read only delays the first batch.
+    fn batch_reads_in_flight(&self) -> usize {
+        if self.store.location().is_remote() { 2 } else { 1 }
+    }
 }

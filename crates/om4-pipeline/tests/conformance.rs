@@ -30,6 +30,7 @@ fn store_source_conforms() {
     for (layout, first) in [(SynthLayout::Flat, true), (SynthLayout::Compact, false)] {
         let (_dir, config, source) = store_source(layout, first);
         let truth = naive_truth(&source, &config);
+        assert_eq!(source.batch_reads_in_flight(), 1, "local files: one batch read at a time by default");
         check_source(Arc::new(source), &truth).unwrap();
     }
 }

@@ -1,0 +1,170 @@
+//! Batch reads in flight at once (`LoaderConfig::reads_in_flight`): they overlap, batches still
+//! come out in schedule order with the bits one read at a time gives, and a failing read ends the
+//! epoch at its own batch, with every buffer back in its pool.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use om4_batch::{BatchPlan, Grid, LandMask, NormOrder, Normalization, Roles, SampleSpace, Schedule, WindowSpec};
+use om4_pipeline::conformance::Intercept;
+use om4_pipeline::{BatchSource, Error, HostBatch, Loader, LoaderConfig, MemorySource, PrepareOn};
+
+fn memory() -> Arc<MemorySource> {
+    let grid = Grid { y: 3, x: 4 };
+    let (times, channels) = (40, [2, 1]);
+    let sets = channels
+        .iter()
+        .enumerate()
+        .map(|(s, &c)| {
+            let planes: Vec<f32> = (0..times * c * grid.plane()).map(|i| (s * 100_000 + i) as f32 * 0.5).collect();
+            let mask = LandMask::all_wet(c, grid.plane());
+            let norm = Normalization::new(vec![1.0; c], vec![2.0; c], mask, NormOrder::default(), 0.0).unwrap();
+            (planes, norm)
+        })
+        .collect();
+    Arc::new(MemorySource::new(grid, times, Roles::samudra(), sets).unwrap())
+}
+
+fn space(source: &impl BatchSource) -> SampleSpace {
+    SampleSpace::single(WindowSpec::new(1, 2, 1).unwrap(), source.time_len()).unwrap()
+}
+
+fn schedule() -> Schedule {
+    Schedule::training(2, 9, None).unwrap()
+}
+
+fn config(prefetch_batches: usize, reads_in_flight: usize, prefetch_to_device: bool) -> LoaderConfig {
+    LoaderConfig {
+        prefetch_batches,
+        reads_in_flight: Some(reads_in_flight),
+        prefetch_to_device,
+        max_concurrent_reads: 2,
+        prepare_on: PrepareOn::Host,
+    }
+}
+
+/// The bits of every batch of an epoch, with its samples.
+fn epoch_bits<S: BatchSource>(loader: &Loader<S>) -> Vec<(Vec<usize>, Vec<u32>)> {
+    loader
+        .epoch(1)
+        .unwrap()
+        .map(|b| {
+            let b = b.unwrap();
+            let HostBatch::Prepared(p) = b.batch else { panic!("expected a batch prepared on the host") };
+            let bits = p.steps.iter().flat_map(|s| s.input.iter().chain(s.label.iter())).map(|x| x.to_bits()).collect();
+            (b.samples, bits)
+        })
+        .collect()
+}
+
+/// The prognostic group's times of each batch of epoch 1, in schedule order.
+fn prognostic_times(source: &impl BatchSource) -> Vec<Vec<usize>> {
+    let space = space(source);
+    schedule()
+        .epoch(&space.groups(), 1)
+        .iter()
+        .map(|indices| {
+            let plan = BatchPlan::new(&space.samples(indices).unwrap(), &source.roles(), &source.channels()).unwrap();
+            plan.groups()[0].times.clone()
+        })
+        .collect()
+}
+
+fn failure(reason: String) -> Error {
+    Error::Config { field: "test source", reason }
+}
+
+#[test]
+fn two_batch_reads_are_in_flight_at_once() {
+    // Batch 0's reads wait until a read of batch 1 has begun: read one batch at a time, they
+    // would give up after the timeout.
+    let inner = memory();
+    let space = space(&*inner);
+    let source = Arc::new(Intercept::overlapping(inner, &space, schedule(), 0, 1).unwrap());
+    for to_device in [true, false] {
+        let loader = Loader::new(Arc::clone(&source), space.clone(), schedule(), config(2, 2, to_device));
+        let got = epoch_bits(&loader);
+        let one_at_a_time = Loader::new(memory(), space.clone(), schedule(), config(2, 1, to_device));
+        assert_eq!(got, epoch_bits(&one_at_a_time), "reads in flight change no bit and no order");
+        assert_eq!(loader.buffers().leased(), 0);
+    }
+}
+
+#[test]
+fn batches_come_out_in_schedule_order_whatever_order_reads_finish_in() {
+    // Each read sleeps a pseudo-random 0–3 ms, so lanes overtake one another.
+    let state = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+    let source = Arc::new(Intercept::new(memory(), move |inner, group, out| {
+        let mut x = state.fetch_add(0x6a09_e667_f3bc_c909, Ordering::Relaxed);
+        x ^= x >> 29;
+        std::thread::sleep(Duration::from_micros(x % 3000));
+        inner.read_group(group, out)
+    }));
+    let reference = epoch_bits(&Loader::new(memory(), space(&*source), schedule(), config(0, 1, false)));
+    assert!(reference.len() >= 8, "{} batches", reference.len());
+    assert_eq!(
+        reference.iter().map(|(s, _)| s.clone()).collect::<Vec<_>>(),
+        schedule().epoch(&space(&*source).groups(), 1)
+    );
+    for (prefetch, reads, to_device) in
+        [(2, 2, true), (2, 2, false), (3, 2, true), (5, 3, false), (8, 4, true), (1, 4, true)]
+    {
+        let loader = Loader::new(Arc::clone(&source), space(&*source), schedule(), config(prefetch, reads, to_device));
+        assert_eq!(epoch_bits(&loader), reference, "prefetch {prefetch}, {reads} reads in flight");
+        assert_eq!(loader.buffers().leased(), 0);
+        assert_eq!(loader.output_buffers().leased(), 0);
+    }
+}
+
+#[test]
+fn a_failing_read_ends_the_epoch_at_its_own_batch() {
+    let inner = memory();
+    let times = prognostic_times(&*inner);
+    // Batch 3's prognostic times, unless a batch before it reads the same times.
+    let k = 3;
+    assert!(!times[..k].contains(&times[k]));
+    let bad = times[k].clone();
+    let source = Arc::new(Intercept::new(inner, move |inner, group, out| {
+        inner.read_group(group, out)?;
+        if group.source == 0 && group.times == bad {
+            return Err(failure("injected failure".into()));
+        }
+        Ok(())
+    }));
+    let order = schedule().epoch(&space(&*source).groups(), 1);
+    for (prefetch, reads, to_device) in [(2, 2, true), (2, 2, false), (4, 3, true), (4, 4, false)] {
+        let loader = Loader::new(Arc::clone(&source), space(&*source), schedule(), config(prefetch, reads, to_device));
+        let mut it = loader.epoch(1).unwrap();
+        for want in &order[..k] {
+            assert_eq!(&it.next().unwrap().unwrap().samples, want);
+        }
+        match it.next() {
+            Some(Err(Error::Config { reason, .. })) => assert!(reason.contains("injected failure"), "{reason}"),
+            other => panic!("expected batch {k}'s error, got {other:?}"),
+        }
+        assert!(it.next().is_none());
+        drop(it);
+        assert_eq!(loader.buffers().leased(), 0, "every buffer of the batches read ahead went back");
+        assert_eq!(loader.output_buffers().leased(), 0);
+    }
+}
+
+#[test]
+fn reads_in_flight_is_resolved_and_checked() {
+    let source = memory();
+    let resolved = |config: LoaderConfig| {
+        Loader::new(Arc::clone(&source), space(&*source), schedule(), config).reads_in_flight().unwrap()
+    };
+    assert_eq!(resolved(config(4, 3, true)), 3);
+    assert_eq!(resolved(config(2, 4, true)), 2, "at most prefetch_batches");
+    assert_eq!(resolved(config(0, 3, true)), 1, "read on demand: one at a time");
+    assert_eq!(resolved(LoaderConfig::default()), 1, "the default follows the source: memory waits on no round trip");
+    for reads in [0, LoaderConfig::MAX_PREFETCH + 1] {
+        let loader = Loader::new(Arc::clone(&source), space(&*source), schedule(), config(2, reads, true));
+        match loader.epoch(1) {
+            Err(Error::Config { field, .. }) => assert_eq!(field, "reads_in_flight"),
+            other => panic!("expected a config error for {reads} reads in flight, got {other:?}"),
+        }
+    }
+}
