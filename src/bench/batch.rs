@@ -143,6 +143,7 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
         "repeats": a.repeats, "prefetch": a.prefetch, "reads_in_flight": lanes,
         "ms_per_batch_best": best, "ms_per_batch_median": med, "ms_per_batch_overall": ms_per_batch_overall,
         "ms_per_batch_steady": ms_per_batch_steady,
+        "buffer_allocations": {"raw": loader.buffers().allocations(), "prepared": loader.output_buffers().allocations()},
         "planes_requested_last": planes.requested, "planes_unique_last": planes.unique,
         "open_plus_first_batch_s": open_plus_first_batch, "peak_rss_bytes": peak_rss_bytes(), "requests": requests,
     });
