@@ -1,8 +1,9 @@
 //! The `om4` commands and the pipeline's store source on `s3://` stores (feature `s3`), against
 //! the local S3 servers of `scripts/s3-server.sh` (moto on 127.0.0.1): each command's output
 //! equals its output on the local copy, the S3-backed `Om4Source` passes the conformance suite
-//! against the local copy's planes (and a loader reads two of its batches at once by default), and wrong credentials are clear errors. Without the servers'
-//! variables each test prints that it was skipped and checks nothing else.
+//! against the local copy's planes (and a loader reads two of its batches at once by default), and
+//! wrong credentials are clear errors. Without the servers' variables each test prints that it was
+//! skipped and checks nothing else.
 #![allow(missing_docs)]
 
 #[path = "../crates/om4-store/tests/s3_support/mod.rs"]
@@ -179,7 +180,7 @@ fn the_s3_store_source_conforms() {
     // The conformance suite every data source passes, on an Om4Source over S3, with the truth read
     // plane by plane from the local copy (flat v2 consolidated and compact v3 sharded).
     use om4_batch::{SampleSpace, Schedule, WindowSpec};
-    use om4_pipeline::conformance::{Intercept, check_source, naive_store_truth};
+    use om4_pipeline::conformance::{Intercept, check_source, epoch_bits, naive_store_truth};
     use om4_pipeline::{BatchSource, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
     use om4_store::{ReadPool, S3Location, StoreLocation, SynthConfig, SynthFormat, SynthLayout};
 
@@ -214,21 +215,8 @@ fn the_s3_store_source_conforms() {
         let schedule = Schedule::training(2, 5, None).unwrap();
         let overlapping = Arc::new(Intercept::overlapping(source, &space, schedule, 0, 1).unwrap());
         let config = LoaderConfig { prepare_on: PrepareOn::Host, ..LoaderConfig::default() };
-        let got = host_bits(&Loader::new(overlapping, space.clone(), schedule, config));
-        let want = host_bits(&Loader::new(Arc::new(truth), space, schedule, config));
+        let got = epoch_bits(&Loader::new(overlapping, space.clone(), schedule, config)).unwrap();
+        let want = epoch_bits(&Loader::new(Arc::new(truth), space, schedule, config)).unwrap();
         assert_eq!(got, want, "{layout:?} {format:?}: batches read two at a time from S3");
     }
-}
-
-/// The bits of every batch of epoch 1, prepared on the host.
-fn host_bits<S: om4_pipeline::BatchSource>(loader: &om4_pipeline::Loader<S>) -> Vec<Vec<u32>> {
-    let epoch = loader.epoch(1).unwrap();
-    epoch
-        .map(|b| match b.unwrap().batch {
-            om4_pipeline::HostBatch::Prepared(p) => {
-                p.steps.iter().flat_map(|s| s.input.iter().chain(s.label.iter())).map(|x| x.to_bits()).collect()
-            }
-            om4_pipeline::HostBatch::Raw { .. } => panic!("expected a batch prepared on the host"),
-        })
-        .collect()
 }

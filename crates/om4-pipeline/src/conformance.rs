@@ -7,8 +7,8 @@
 //! 1. the description matches: grid, time positions, channels, roles and normalizations (bits);
 //! 2. grouped reads of scattered time positions equal the truth bit for bit;
 //! 3. the loader's batches (prefetch 0, 2 and 3, one or two reads in flight) come in schedule
-//!    order and equal om4-batch's naive reference batch built
-//!    from the truth's planes one at a time, for several windows;
+//!    order and equal om4-batch's naive reference batch built from the truth's planes one at a
+//!    time, for several windows;
 //! 4. a read past the selection, and a buffer of the wrong length, are errors that name the
 //!    problem, not panics.
 
@@ -200,6 +200,47 @@ fn errors<S: BatchSource>(source: &S) -> Result<(), String> {
     Ok(())
 }
 
+/// The prognostic group's time positions of each batch of epoch 1 of `schedule` over `space`,
+/// in schedule order: what a test source matches reads against to tell batches apart.
+///
+/// # Errors
+/// A sample or plan error, said in words.
+pub fn prognostic_times(
+    source: &(impl BatchSource + ?Sized),
+    space: &SampleSpace,
+    schedule: Schedule,
+) -> Result<Vec<Vec<usize>>, String> {
+    schedule
+        .epoch(&space.groups(), 1)
+        .iter()
+        .map(|indices| {
+            let samples = space.samples(indices).map_err(|e| e.to_string())?;
+            let plan = BatchPlan::new(&samples, &source.roles(), &source.channels()).map_err(|e| e.to_string())?;
+            Ok(plan.groups()[0].times.clone())
+        })
+        .collect()
+}
+
+/// A batch's sample indices and the bits of its steps' inputs and labels, in order.
+pub type BatchBits = (Vec<usize>, Vec<u32>);
+
+/// Each batch of `loader`'s epoch 1, prepared on the host, as [`BatchBits`].
+///
+/// # Errors
+/// A loading error, or a batch left raw ([`PrepareOn::Device`]), said in words.
+pub fn epoch_bits<S: BatchSource>(loader: &Loader<S>) -> Result<Vec<BatchBits>, String> {
+    loader
+        .epoch(1)
+        .map_err(|e| e.to_string())?
+        .map(|b| {
+            let b = b.map_err(|e| format!("loading a batch failed: {e}"))?;
+            let HostBatch::Prepared(p) = b.batch else { return Err("expected a batch prepared on the host".into()) };
+            let bits = p.steps.iter().flat_map(|s| s.input.iter().chain(s.label.iter())).map(|x| x.to_bits()).collect();
+            Ok((b.samples, bits))
+        })
+        .collect()
+}
+
 /// How an [`Intercept`] reads: given the inner source, the group and the caller's buffer.
 pub type ReadFn<S> = dyn Fn(&S, &ReadGroup, &mut [f32]) -> crate::Result<()> + Send + Sync;
 
@@ -220,9 +261,7 @@ impl<S: BatchSource> Intercept<S> {
     ) -> Self {
         Self { inner, read: Box::new(read) }
     }
-}
 
-impl<S: BatchSource> Intercept<S> {
     /// `inner`, whose read of batch `first`'s prognostic group (of epoch 1 of `schedule` over
     /// `space`) waits until a read of batch `second`'s has begun, and fails after 30 s without
     /// one: a loader that reads one batch at a time fails on it, one with the two reads in flight
@@ -237,14 +276,9 @@ impl<S: BatchSource> Intercept<S> {
         first: usize,
         second: usize,
     ) -> Result<Self, String> {
-        let order = schedule.epoch(&space.groups(), 1);
-        let times = |k: usize| -> Result<Vec<usize>, String> {
-            let indices = order.get(k).ok_or_else(|| format!("the epoch has no batch {k}"))?;
-            let samples = space.samples(indices).map_err(|e| e.to_string())?;
-            let plan = BatchPlan::new(&samples, &inner.roles(), &inner.channels()).map_err(|e| e.to_string())?;
-            Ok(plan.groups()[0].times.clone())
-        };
-        let (waits, signals) = (times(first)?, times(second)?);
+        let times = prognostic_times(&*inner, space, schedule)?;
+        let time = |k: usize| times.get(k).cloned().ok_or_else(|| format!("the epoch has no batch {k}"));
+        let (waits, signals) = (time(first)?, time(second)?);
         if waits == signals {
             return Err(format!("batches {first} and {second} read the same prognostic times"));
         }

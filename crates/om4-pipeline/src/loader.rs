@@ -311,7 +311,7 @@ impl<S: BatchSource> Loader<S> {
             iter.threads.push(reader);
             receivers.push(read_rx);
         }
-        let read_rx = InOrder { lanes: receivers, next: 0 };
+        let mut read_rx = InOrder { lanes: receivers, next: 0 };
         if !self.config.prefetch_to_device {
             iter.feed = Feed::Read(read_rx, stage);
             return Ok(iter);
@@ -320,7 +320,6 @@ impl<S: BatchSource> Loader<S> {
         let finisher = std::thread::Builder::new()
             .name("om4-upload".into())
             .spawn(move || {
-                let mut read_rx = read_rx;
                 while let Some((k, read)) = read_rx.recv() {
                     let item = read.and_then(|r| stage.run(k, r));
                     let failed = item.is_err();

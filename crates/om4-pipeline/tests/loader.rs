@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use om4_batch::{BatchPlan, Grid, LandMask, NormOrder, Normalization, Roles, SampleSpace, Schedule, WindowSpec};
-use om4_pipeline::conformance::Intercept;
-use om4_pipeline::{BatchSource, Error, HostBatch, Loader, LoaderConfig, MemorySource, PrepareOn};
+use om4_batch::{Grid, LandMask, NormOrder, Normalization, Roles, SampleSpace, Schedule, WindowSpec};
+use om4_pipeline::conformance::{self, Intercept};
+use om4_pipeline::{BatchSource, Error, Loader, LoaderConfig, MemorySource, PrepareOn};
 
 fn memory() -> Arc<MemorySource> {
     let grid = Grid { y: 3, x: 4 };
@@ -44,31 +44,8 @@ fn config(prefetch_batches: usize, reads_in_flight: usize, prefetch_to_device: b
     }
 }
 
-/// The bits of every batch of an epoch, with its samples.
-fn epoch_bits<S: BatchSource>(loader: &Loader<S>) -> Vec<(Vec<usize>, Vec<u32>)> {
-    loader
-        .epoch(1)
-        .unwrap()
-        .map(|b| {
-            let b = b.unwrap();
-            let HostBatch::Prepared(p) = b.batch else { panic!("expected a batch prepared on the host") };
-            let bits = p.steps.iter().flat_map(|s| s.input.iter().chain(s.label.iter())).map(|x| x.to_bits()).collect();
-            (b.samples, bits)
-        })
-        .collect()
-}
-
-/// The prognostic group's times of each batch of epoch 1, in schedule order.
-fn prognostic_times(source: &impl BatchSource) -> Vec<Vec<usize>> {
-    let space = space(source);
-    schedule()
-        .epoch(&space.groups(), 1)
-        .iter()
-        .map(|indices| {
-            let plan = BatchPlan::new(&space.samples(indices).unwrap(), &source.roles(), &source.channels()).unwrap();
-            plan.groups()[0].times.clone()
-        })
-        .collect()
+fn epoch_bits<S: BatchSource>(loader: &Loader<S>) -> Vec<conformance::BatchBits> {
+    conformance::epoch_bits(loader).unwrap()
 }
 
 fn failure(reason: String) -> Error {
@@ -120,7 +97,7 @@ fn batches_come_out_in_schedule_order_whatever_order_reads_finish_in() {
 #[test]
 fn a_failing_read_ends_the_epoch_at_its_own_batch() {
     let inner = memory();
-    let times = prognostic_times(&*inner);
+    let times = conformance::prognostic_times(&*inner, &space(&*inner), schedule()).unwrap();
     // Batch 3's prognostic times, unless a batch before it reads the same times.
     let k = 3;
     assert!(!times[..k].contains(&times[k]));
