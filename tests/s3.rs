@@ -1,4 +1,5 @@
-//! The `om4` commands and the pipeline's store source on `s3://` stores (feature `s3`), against
+//! The `om4` commands and the pipeline's store source on `s3://` stores (and `inspect` on the same
+//! objects over plain HTTP) (feature `s3`), against
 //! the local S3 servers of `scripts/s3-server.sh` (moto on 127.0.0.1): each command's output
 //! equals its output on the local copy, the S3-backed `Om4Source` passes the conformance suite
 //! against the local copy's planes (and a loader reads two of its batches at once by default), and
@@ -62,6 +63,28 @@ fn commands_read_s3_as_the_local_copy() {
         assert_eq!(r[key], l[key], "inspect: {key}");
     }
     assert_eq!(r["statistics"], serde_json::json!(["OM4_means.zarr", "OM4_stds.zarr"]), "{r}");
+    // the same objects over plain HTTP (the bucket is public; the synthetic store is consolidated)
+    let http = format!("{endpoint}/{bucket}/run/OM4.zarr");
+    let h: serde_json::Value =
+        serde_json::from_str(&ok(&om4(&["inspect", &http, "--json", "--concurrency", "64"], &[]))).unwrap();
+    for key in [
+        "layout",
+        "formats",
+        "channels",
+        "grid",
+        "time",
+        "codecs",
+        "chunks",
+        "masks",
+        "levels",
+        "problems",
+        "statistics",
+    ] {
+        assert_eq!(h[key], r[key], "inspect over http: {key}");
+    }
+    assert_eq!(h["store"], serde_json::json!(http));
+    let out = om4(&["inspect", &http, "--anon"], &[]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("apply to s3:// stores"));
 
     let (r, _) = both(&["validate", "STORE"], &[]);
     assert!(r.starts_with("ok: 12 channels readable"), "{r}");

@@ -41,7 +41,8 @@
 //!
 //! Stores live in local directories or, with feature `s3`, on S3 ([`StoreLocation`]:
 //! `s3://bucket/path`, endpoint, region, anonymous access, credentials from the `AWS_*`
-//! environment variables): the same validation and the same two read paths over `object_store`,
+//! environment variables) or under an `http(s)://` URL (plain GETs; consolidated metadata
+//! needed, as there is no listing): the same validation and the same two read paths over `object_store`,
 //! bit for bit the same planes; a missing chunk (404) is NaN, any other failure an error naming the object.
 //! A read's requests go out together, up to [`RequestOptions::concurrency`] in flight per store
 //! (unset: as many as the measured round trips ask for), apart from the read pool's decode
@@ -75,7 +76,7 @@ mod zarr;
 
 pub use channels::{Channel, ChannelSet};
 pub use error::{BoxError, Error, Result};
-pub use location::{RequestCounts, RequestOptions, S3Location, StoreLocation};
+pub use location::{HttpLocation, RequestCounts, RequestOptions, S3Location, StoreLocation};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
 pub use pool::ReadPool;
 pub use read::Reader;

@@ -1,5 +1,5 @@
-//! Where a store lives: a local directory or an object-storage URL (`s3://bucket/path`), with the
-//! options a remote store needs, in the forms configuration files write them.
+//! Where a store lives: a local directory, an S3 URL (`s3://bucket/path`) or an HTTP(S) URL, with
+//! the options a remote store needs, in the forms configuration files write them.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -12,11 +12,12 @@ use crate::error::{Error, Result};
 /// Where a store lives.
 ///
 /// Parsed from text by [`StoreLocation::parse`] (or `str::parse`): `s3://bucket/path/OM4.zarr` is
-/// [`StoreLocation::S3`], anything without a `scheme://` is a local path. In configuration files
-/// (serde) it is either such a string or a table in Samudra's form,
-/// `{type: s3, bucket, path, endpoint_url, anon, region}` or `{type: local, path}`.
+/// [`StoreLocation::S3`], `https://host/path/OM4.zarr` (or `http://`) [`StoreLocation::Http`],
+/// anything without a `scheme://` is a local path. In configuration files (serde) it is either
+/// such a string or a table in Samudra's form, `{type: s3, bucket, path, endpoint_url, anon,
+/// region}`, `{type: http, url}` or `{type: local, path}`.
 ///
-/// Opening an S3 location needs om4-store's feature `s3`; without it, it is an [`Error::Store`]
+/// Opening a remote location needs om4-store's feature `s3`; without it, it is an [`Error::Store`]
 /// that says so.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreLocation {
@@ -24,6 +25,23 @@ pub enum StoreLocation {
     Local(PathBuf),
     /// A prefix in an S3 bucket (AWS or any S3-compatible server).
     S3(S3Location),
+    /// A URL prefix served over plain HTTP(S) GET (a static web server, or a public bucket's
+    /// HTTPS address on S3, Google Cloud Storage or Azure): read-only and unsigned.
+    Http(HttpLocation),
+}
+
+/// A store under an HTTP(S) URL: every object is `URL/KEY`, read by GET (byte ranges for shard
+/// indexes and inner chunks) and, when zarrs asks a size, HEAD. There is no listing over plain
+/// HTTP, so the store must carry consolidated metadata (v2 `.zmetadata`, or v3
+/// `consolidated_metadata` in the root `zarr.json`), as published stores do.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpLocation {
+    /// The store's URL (`https://example.org/data/OM4.zarr`), without a trailing `/`.
+    pub url: String,
+    /// Request behaviour (timeouts, retries, concurrency); defaults in [`RequestOptions`].
+    #[serde(skip_serializing_if = "RequestOptions::is_default")]
+    pub requests: RequestOptions,
 }
 
 /// A store in an S3 bucket, and how to reach it. Unset options come from the usual AWS
@@ -151,12 +169,13 @@ impl RequestCounts {
 }
 
 impl StoreLocation {
-    /// Parses a location: `s3://bucket/path` is S3 (options unset: from the environment), text
-    /// without a `scheme://` a local path.
+    /// Parses a location: `s3://bucket/path` is S3 (options unset: from the environment),
+    /// `http://` and `https://` URLs are HTTP, text without a `scheme://` a local path.
     ///
     /// # Errors
-    /// [`Error::Store`] for an `s3://` URL without a bucket, or another scheme (`gs://`, `az://`,
-    /// `http(s)://`, ... are not supported yet).
+    /// [`Error::Store`] for an `s3://` URL without a bucket, an HTTP URL without a host, or
+    /// another scheme (`gs://`, `az://`, ... are not supported: read such a public bucket through
+    /// its HTTPS address).
     pub fn parse(text: &str) -> Result<Self> {
         let bad = |reason: String| Error::Store { store: PathBuf::from(text), reason };
         match text.split_once("://") {
@@ -171,15 +190,24 @@ impl StoreLocation {
                     ..S3Location::default()
                 }))
             }
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => {
+                if rest.split('/').next().is_none_or(str::is_empty) {
+                    return Err(bad(format!("an {scheme}:// URL needs a host: {scheme}://HOST/PATH")));
+                }
+                Ok(Self::Http(HttpLocation {
+                    url: text.trim_end_matches('/').to_string(),
+                    requests: RequestOptions::default(),
+                }))
+            }
             Some((scheme, _)) if !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric()) => {
-                Err(bad(format!("unsupported scheme {scheme}://: om4 reads local paths and s3:// URLs")))
+                Err(bad(format!("unsupported scheme {scheme}://: om4 reads local paths, s3:// and http(s):// URLs")))
             }
             _ => Ok(Self::Local(PathBuf::from(text))),
         }
     }
 
-    /// The location a path names: a path whose text is an `s3://` URL is that S3 location
-    /// (options from the environment); any other path is local.
+    /// The location a path names: a path whose text is an `s3://` or `http(s)://` URL is that
+    /// location (S3 options from the environment); any other path is local.
     ///
     /// # Errors
     /// As [`parse`](Self::parse), for a path whose text has a `scheme://`.
@@ -199,7 +227,7 @@ impl StoreLocation {
     pub fn local_path(&self) -> Option<&Path> {
         match self {
             Self::Local(p) => Some(p),
-            Self::S3(_) => None,
+            Self::S3(_) | Self::Http(_) => None,
         }
     }
 
@@ -221,6 +249,19 @@ impl StoreLocation {
                 let path = if parent.is_empty() { name.to_string() } else { format!("{parent}/{name}") };
                 Self::S3(S3Location { path, ..s3.clone() })
             }
+            Self::Http(http) => {
+                let (parent, _) = http.url.rsplit_once('/').unwrap_or((&http.url, ""));
+                Self::Http(HttpLocation { url: format!("{parent}/{name}"), ..http.clone() })
+            }
+        }
+    }
+
+    /// The request options of a remote store (`None` for a local one).
+    pub fn requests_mut(&mut self) -> Option<&mut RequestOptions> {
+        match self {
+            Self::Local(_) => None,
+            Self::S3(s3) => Some(&mut s3.requests),
+            Self::Http(http) => Some(&mut http.requests),
         }
     }
 }
@@ -230,6 +271,7 @@ impl fmt::Display for StoreLocation {
         match self {
             Self::Local(p) => write!(f, "{}", p.display()),
             Self::S3(s3) => write!(f, "{s3}"),
+            Self::Http(http) => f.write_str(&http.url),
         }
     }
 }
@@ -266,6 +308,12 @@ impl From<S3Location> for StoreLocation {
     }
 }
 
+impl From<HttpLocation> for StoreLocation {
+    fn from(http: HttpLocation) -> Self {
+        Self::Http(http)
+    }
+}
+
 /// The forms a location takes in configuration files.
 #[derive(Serialize, Deserialize)]
 #[serde(untagged)]
@@ -278,6 +326,7 @@ enum Form {
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Table {
     S3(S3Location),
+    Http(HttpLocation),
     #[serde(alias = "file")]
     Local {
         path: PathBuf,
@@ -292,6 +341,7 @@ impl Serialize for StoreLocation {
                 _ => Form::Table(Table::Local { path: p.clone() }),
             },
             Self::S3(s3) => Form::Table(Table::S3(s3.clone())),
+            Self::Http(http) => Form::Table(Table::Http(http.clone())),
         }
         .serialize(serializer)
     }
@@ -309,6 +359,13 @@ impl<'de> Deserialize<'de> for StoreLocation {
                 s3.path = s3.path.trim_matches('/').to_string();
                 Ok(Self::S3(s3))
             }
+            Form::Table(Table::Http(http)) => match Self::parse(&http.url).map_err(serde::de::Error::custom)? {
+                Self::Http(parsed) => Ok(Self::Http(HttpLocation { requests: http.requests, ..parsed })),
+                _ => Err(serde::de::Error::custom(format!(
+                    "an http location needs an http(s):// url, not {:?}",
+                    http.url
+                ))),
+            },
         }
     }
 }
@@ -328,6 +385,19 @@ mod tests {
         assert!(StoreLocation::parse("s3:///x").is_err());
         assert!(StoreLocation::parse("gs://b/x").is_err());
         assert!(StoreLocation::from_path(Path::new("s3://b/x")).unwrap().is_remote());
+        let http = StoreLocation::parse("https://example.org/data/OM4.zarr/").unwrap();
+        assert_eq!(
+            http,
+            StoreLocation::Http(HttpLocation {
+                url: "https://example.org/data/OM4.zarr".into(),
+                ..HttpLocation::default()
+            })
+        );
+        assert_eq!(http.to_string(), "https://example.org/data/OM4.zarr");
+        assert_eq!(http.sibling("OM4_stds.zarr").to_string(), "https://example.org/data/OM4_stds.zarr");
+        assert!(http.is_remote() && http.local_path().is_none());
+        assert!(StoreLocation::parse("http:///OM4.zarr").is_err());
+        assert!(StoreLocation::from_path(Path::new("http://127.0.0.1:9000/b/OM4.zarr")).unwrap().is_remote());
     }
 
     #[test]
@@ -345,5 +415,12 @@ mod tests {
         let table: StoreLocation = serde_json::from_str(r#"{"type": "local", "path": "/d/OM4.zarr"}"#).unwrap();
         assert_eq!(table, StoreLocation::Local("/d/OM4.zarr".into()));
         assert!(serde_json::from_str::<StoreLocation>(r#"{"type": "s3", "path": "x"}"#).is_err());
+        let text = r#"{"type": "http", "url": "https://example.org/OM4.zarr/", "requests": {"concurrency": 64}}"#;
+        let http: StoreLocation = serde_json::from_str(text).unwrap();
+        let StoreLocation::Http(h) = &http else { panic!("{http:?}") };
+        assert_eq!((h.url.as_str(), h.requests.concurrency), ("https://example.org/OM4.zarr", Some(64)));
+        let back: StoreLocation = serde_json::from_str(&serde_json::to_string(&http).unwrap()).unwrap();
+        assert_eq!(back, http);
+        assert!(serde_json::from_str::<StoreLocation>(r#"{"type": "http", "url": "/d/OM4.zarr"}"#).is_err());
     }
 }

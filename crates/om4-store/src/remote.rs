@@ -1,5 +1,5 @@
-//! Stores on object storage (feature `s3`): an `object_store` S3 client, read by zarrs through
-//! om4's own synchronous storage adapter.
+//! Stores on object storage (feature `s3`): an `object_store` client (S3, or plain HTTP(S) GETs),
+//! read by zarrs through om4's own synchronous storage adapter.
 //!
 //! Two ways a request reaches the server:
 //!
@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
+use object_store::http::HttpBuilder;
 use object_store::prefix::PrefixStore;
 use object_store::{BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig};
 use zarrs_object_store::AsyncObjectStore;
@@ -43,14 +44,15 @@ use zarrs_storage::{
 };
 
 use crate::error::BoxError;
-use crate::location::{RequestCounts, RequestOptions, S3Location};
+use crate::location::{HttpLocation, RequestCounts, RequestOptions, S3Location};
 
 mod coalesce;
 mod limit;
 use coalesce::coalesce;
 use limit::Limit;
 
-type Client = Arc<PrefixStore<object_store::aws::AmazonS3>>;
+/// The object-store client of one remote store: S3 under the store's prefix, or HTTP under its URL.
+type Client = Arc<dyn ObjectStore>;
 
 /// Fetch rounds one task may take before its read gives up: a sharded chunk takes two (index,
 /// then inner chunk).
@@ -200,6 +202,8 @@ pub(crate) struct Remote {
     counters: Counters,
     /// Shard indexes (suffix ranges) read so far, and their bytes.
     indexes: Mutex<(HashMap<Part, Bytes>, usize)>,
+    /// Said after a failed listing: why the store may not list (plain HTTP), or nothing.
+    listing_hint: &'static str,
 }
 
 impl std::fmt::Debug for Remote {
@@ -214,24 +218,41 @@ fn seconds(value: Option<f64>, default: f64, what: &str) -> Result<Duration, Box
         .map_err(|_| format!("{what} must be a non-negative number of seconds, not {s}").into())
 }
 
+/// The client options of every remote store: deadlines, idle connections kept.
+fn client_options(opts: &RequestOptions, allow_http: bool) -> Result<ClientOptions, BoxError> {
+    // reqwest's rustls is built without a bundled provider: use ring's, unless the process
+    // installed one already (then that one is used). Before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Ok(ClientOptions::new()
+        .with_allow_http(allow_http)
+        .with_timeout(seconds(opts.timeout_s, RequestOptions::DEFAULT_TIMEOUT_S, "timeout_s")?)
+        .with_connect_timeout(seconds(
+            opts.connect_timeout_s,
+            RequestOptions::DEFAULT_CONNECT_TIMEOUT_S,
+            "connect_timeout_s",
+        )?)
+        .with_pool_max_idle_per_host(opts.concurrency.unwrap_or(limit::AUTO_MAX)))
+}
+
+/// The retries of every remote store: exponential backoff within the retry window.
+fn retry_config(opts: &RequestOptions) -> Result<RetryConfig, BoxError> {
+    Ok(RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            base: 2.0,
+        },
+        max_retries: opts.max_retries.unwrap_or(RequestOptions::DEFAULT_MAX_RETRIES),
+        retry_timeout: seconds(opts.retry_window_s, RequestOptions::DEFAULT_RETRY_WINDOW_S, "retry_window_s")?,
+    })
+}
+
 impl Remote {
     /// Connects nothing yet: builds the S3 client for `loc` (unset options from the `AWS_*`
     /// environment variables) and the runtime its requests run on.
     pub(crate) fn s3(loc: &S3Location) -> Result<Self, BoxError> {
-        // reqwest's rustls is built without a bundled provider: use ring's, unless the process
-        // installed one already (then that one is used).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let opts: &RequestOptions = &loc.requests;
-        if let Some(n) = opts.concurrency
-            && !(1..=RequestOptions::MAX_CONCURRENCY).contains(&n)
-        {
-            return Err(format!(
-                "concurrency (requests in flight) must be between 1 and {}, not {n}",
-                RequestOptions::MAX_CONCURRENCY
-            )
-            .into());
-        }
-        let limit = opts.concurrency.map_or_else(Limit::auto, Limit::fixed);
+        let opts = &loc.requests;
+        let limit = Self::limit(opts)?;
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(&loc.bucket);
         let env_endpoint = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")).ok();
         let endpoint = loc.endpoint_url.clone().or(env_endpoint);
@@ -246,26 +267,43 @@ impl Remote {
         }
         let allow_http = endpoint.as_deref().is_some_and(|u| u.starts_with("http://"))
             || std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-        let client = ClientOptions::new()
-            .with_allow_http(allow_http)
-            .with_timeout(seconds(opts.timeout_s, RequestOptions::DEFAULT_TIMEOUT_S, "timeout_s")?)
-            .with_connect_timeout(seconds(
-                opts.connect_timeout_s,
-                RequestOptions::DEFAULT_CONNECT_TIMEOUT_S,
-                "connect_timeout_s",
-            )?)
-            .with_pool_max_idle_per_host(opts.concurrency.unwrap_or(limit::AUTO_MAX));
-        let retry = RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: Duration::from_millis(100),
-                max_backoff: Duration::from_secs(5),
-                base: 2.0,
-            },
-            max_retries: opts.max_retries.unwrap_or(RequestOptions::DEFAULT_MAX_RETRIES),
-            retry_timeout: seconds(opts.retry_window_s, RequestOptions::DEFAULT_RETRY_WINDOW_S, "retry_window_s")?,
-        };
-        let s3 = builder.with_client_options(client).with_retry(retry).build()?;
-        let client = Arc::new(PrefixStore::new(s3, loc.path.as_str()));
+        let s3 =
+            builder.with_client_options(client_options(opts, allow_http)?).with_retry(retry_config(opts)?).build()?;
+        Self::new(Arc::new(PrefixStore::new(s3, loc.path.as_str())), loc.to_string(), limit, "")
+    }
+
+    /// Connects nothing yet: builds the HTTP(S) client for `loc` (unsigned GETs and HEADs under
+    /// its URL; `http://` allows plain HTTP) and the runtime its requests run on.
+    pub(crate) fn http(loc: &HttpLocation) -> Result<Self, BoxError> {
+        let opts = &loc.requests;
+        let limit = Self::limit(opts)?;
+        let allow_http = loc.url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+        let http = HttpBuilder::new()
+            .with_url(loc.url.as_str())
+            .with_client_options(client_options(opts, allow_http)?)
+            .with_retry(retry_config(opts)?)
+            .build()?;
+        let hint = " (plain HTTP has no listing, WebDAV aside: an http(s):// store needs consolidated metadata, \
+                    v2 `.zmetadata` or v3 `consolidated_metadata` in its root `zarr.json`)";
+        Self::new(Arc::new(http), loc.url.clone(), limit, hint)
+    }
+
+    /// The requests in flight `opts` ask for.
+    fn limit(opts: &RequestOptions) -> Result<Limit, BoxError> {
+        match opts.concurrency {
+            Some(n) if !(1..=RequestOptions::MAX_CONCURRENCY).contains(&n) => Err(format!(
+                "concurrency (requests in flight) must be between 1 and {}, not {n}",
+                RequestOptions::MAX_CONCURRENCY
+            )
+            .into()),
+            Some(n) => Ok(Limit::fixed(n)),
+            None => Ok(Limit::auto()),
+        }
+    }
+
+    /// A store read through `client`, named `url` in errors; `listing_hint` ends the error of a
+    /// listing that failed.
+    fn new(client: Client, url: String, limit: Limit, listing_hint: &'static str) -> Result<Self, BoxError> {
         let lister = AsyncObjectStore::new(Arc::clone(&client));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -276,10 +314,11 @@ impl Remote {
             lister,
             client,
             runtime,
-            url: loc.to_string(),
+            url,
             limit,
             counters: Counters::default(),
             indexes: Mutex::new((HashMap::new(), 0)),
+            listing_hint,
         })
     }
 
@@ -384,6 +423,12 @@ impl Remote {
 
     fn named(&self, key: &str, e: impl std::error::Error) -> StorageError {
         StorageError::Other(format!("{}/{key}: {}", self.url, chain(&e)))
+    }
+
+    /// A failed listing's error, naming the prefix, with the store's listing hint first (a server's
+    /// answer may be a whole HTML page).
+    fn listing_failed(&self, prefix: &str, e: impl std::error::Error) -> StorageError {
+        StorageError::Other(format!("{}/{prefix}: listing failed{}: {}", self.url, self.listing_hint, chain(&e)))
     }
 
     /// Runs a request to completion on the store's runtime, from a thread outside any runtime.
@@ -597,21 +642,21 @@ impl ReadableStorageTraits for Remote {
 impl ListableStorageTraits for Remote {
     fn list(&self) -> Result<StoreKeys, StorageError> {
         self.counters.lists.fetch_add(1, Ordering::Relaxed);
-        self.block_on(self.lister.list())?.map_err(|e| self.named("", e))
+        self.block_on(self.lister.list())?.map_err(|e| self.listing_failed("", e))
     }
 
     fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
         self.counters.lists.fetch_add(1, Ordering::Relaxed);
-        self.block_on(self.lister.list_prefix(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
+        self.block_on(self.lister.list_prefix(prefix))?.map_err(|e| self.listing_failed(prefix.as_str(), e))
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
         self.counters.lists.fetch_add(1, Ordering::Relaxed);
-        self.block_on(self.lister.list_dir(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
+        self.block_on(self.lister.list_dir(prefix))?.map_err(|e| self.listing_failed(prefix.as_str(), e))
     }
 
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
         self.counters.lists.fetch_add(1, Ordering::Relaxed);
-        self.block_on(self.lister.size_prefix(prefix))?.map_err(|e| self.named(prefix.as_str(), e))
+        self.block_on(self.lister.size_prefix(prefix))?.map_err(|e| self.listing_failed(prefix.as_str(), e))
     }
 }

@@ -95,19 +95,24 @@ impl Om4Store {
     pub fn open_location(location: &StoreLocation) -> Result<Self> {
         let root = location.display_path();
         let store_err = |reason: String| Error::Store { store: root.clone(), reason };
+        #[cfg(feature = "s3")]
+        let remote = |client: std::result::Result<crate::remote::Remote, crate::error::BoxError>| {
+            let client = client.map_err(|e| store_err(format!("cannot configure the object-store client: {e}")))?;
+            let fs = zarr::Store::remote_at(client, location.to_string());
+            Ok::<_, Error>((discover(&fs, &root)?, fs))
+        };
         let (found, fs) = match location {
             StoreLocation::Local(dir) => {
                 let found = discover(&LocalMeta(dir), &root)?;
                 (found, zarr::Store::open(dir).map_err(|e| store_err(e.to_string()))?)
             }
             #[cfg(feature = "s3")]
-            StoreLocation::S3(s3) => {
-                let fs = zarr::Store::s3(s3).map_err(|e| store_err(format!("cannot configure the S3 client: {e}")))?;
-                (discover(&fs, &root)?, fs)
-            }
+            StoreLocation::S3(s3) => remote(crate::remote::Remote::s3(s3))?,
+            #[cfg(feature = "s3")]
+            StoreLocation::Http(http) => remote(crate::remote::Remote::http(http))?,
             #[cfg(not(feature = "s3"))]
-            StoreLocation::S3(_) => {
-                return Err(store_err("om4 was built without S3 support (om4-store feature `s3`)".into()));
+            StoreLocation::S3(_) | StoreLocation::Http(_) => {
+                return Err(store_err("om4 was built without object-storage support (om4-store feature `s3`)".into()));
             }
         };
         let mut store = Self {

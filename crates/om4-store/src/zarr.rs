@@ -86,11 +86,11 @@ impl Store {
         })
     }
 
-    /// The store at an S3 location.
+    /// The store at a remote location (S3 or HTTP), named `name` in errors.
     #[cfg(feature = "s3")]
-    pub(crate) fn s3(loc: &crate::location::S3Location) -> Result<Self, BoxError> {
-        let remote = Arc::new(crate::remote::Remote::s3(loc)?);
-        Ok(Self { storage: remote.clone(), name: loc.to_string(), remote: Some(remote) })
+    pub(crate) fn remote_at(remote: crate::remote::Remote, name: String) -> Self {
+        let remote = Arc::new(remote);
+        Self { storage: remote.clone(), name, remote: Some(remote) }
     }
 
     /// The remote storage, for a store on object storage.

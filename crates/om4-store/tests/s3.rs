@@ -47,7 +47,39 @@ fn config(layout: SynthLayout, format: SynthFormat, shard: Option<usize>, consol
     }
 }
 
-/// Uploads a synthetic store and checks the remote copy reads exactly as the local one.
+/// The same objects over plain HTTP: a public bucket's object is `ENDPOINT/BUCKET/KEY`, as on
+/// S3 itself (`https://BUCKET.s3.amazonaws.com/KEY`) or Google Cloud Storage.
+fn http(endpoint: &str, bucket: &str, path: &str) -> StoreLocation {
+    StoreLocation::parse(&format!("{endpoint}/{bucket}/{path}")).unwrap()
+}
+
+/// Holds a remote store to its local copy: the same arrays, coordinates and masks, and every
+/// plane bit-identical by om4's direct path and through zarrs.
+fn reads_as_local(remote: &Om4Store, local: &Om4Store, levels: usize, what: &str) {
+    assert_eq!(remote.arrays(), local.arrays(), "{what}");
+    assert_eq!(remote.channel_names(), local.channel_names(), "{what}");
+    assert_eq!(remote.time(), local.time(), "{what}");
+    assert_eq!(remote.levels(), local.levels(), "{what}");
+    assert!(remote.broken_arrays().is_empty(), "{what}");
+    let names = channel_names(levels);
+    let set = remote.channels(&names).unwrap();
+    // blosc one-plane chunks: decoded directly from the fetched bytes, as locally
+    assert!(set.direct_arrays() > 0, "{what}");
+    assert_eq!(set.direct_arrays(), local.channels(&names).unwrap().direct_arrays(), "{what}");
+    let expected = common::bits(&common::read_all(local, levels));
+    assert_eq!(common::bits(&common::read_all(remote, levels)), expected, "{what}: direct decoding");
+    // and through zarrs, the reference the direct path is held to
+    let sel = remote.select(None, None).unwrap();
+    let positions: Vec<usize> = (0..sel.len()).collect();
+    let mut via_zarrs = vec![0f32; positions.len() * set.len() * set.grid().plane()];
+    let pool = om4_store::ReadPool::new(2).unwrap();
+    remote.reader(&pool, &set.zarrs_only(), &sel).read(&positions, &mut via_zarrs).unwrap();
+    assert_eq!(common::bits(&via_zarrs), expected, "{what}: through zarrs");
+    assert_eq!(remote.masks(&set).unwrap(), local.masks(&local.channels(&names).unwrap()).unwrap(), "{what}");
+}
+
+/// Uploads a synthetic store and checks the remote copy reads exactly as the local one, over S3
+/// and (consolidated metadata) over plain HTTP; unconsolidated, HTTP says it cannot list.
 fn same_as_local(test: &str, cfg: &SynthConfig) {
     let Some(endpoint) = endpoint(test) else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -58,26 +90,22 @@ fn same_as_local(test: &str, cfg: &SynthConfig) {
     let local = Om4Store::open(&paths.data).unwrap();
     let remote = Om4Store::open_location(&s3(&endpoint, &bucket, "runs/demo/OM4.zarr")).unwrap();
     assert_eq!(remote.root(), Path::new(&format!("s3://{bucket}/runs/demo/OM4.zarr")));
-    assert_eq!(remote.arrays(), local.arrays());
-    assert_eq!(remote.channel_names(), local.channel_names());
-    assert_eq!(remote.time(), local.time());
-    assert_eq!(remote.levels(), local.levels());
-    assert!(remote.broken_arrays().is_empty());
+    reads_as_local(&remote, &local, cfg.levels, "s3");
+    let over_http = http(&endpoint, &bucket, "runs/demo/OM4.zarr");
+    if cfg.consolidated {
+        let remote = Om4Store::open_location(&over_http).unwrap();
+        assert_eq!(remote.root(), Path::new(&format!("{endpoint}/{bucket}/runs/demo/OM4.zarr")));
+        reads_as_local(&remote, &local, cfg.levels, "http");
+    } else {
+        let e = Om4Store::open_location(&over_http).unwrap_err().to_string();
+        assert!(e.contains("consolidated metadata") && e.contains(&over_http.to_string()), "{e}");
+        eprintln!("unconsolidated over http: {e}");
+    }
 
     let names = channel_names(cfg.levels);
     let set = remote.channels(&names).unwrap();
-    // blosc one-plane chunks: decoded directly from the fetched bytes, as locally
-    assert!(set.direct_arrays() > 0);
-    assert_eq!(set.direct_arrays(), local.channels(&names).unwrap().direct_arrays());
     let expected = common::bits(&common::read_all(&local, cfg.levels));
-    assert_eq!(common::bits(&common::read_all(&remote, cfg.levels)), expected, "direct decoding");
-    // and through zarrs, the reference the direct path is held to
-    let sel = remote.select(None, None).unwrap();
-    let positions: Vec<usize> = (0..sel.len()).collect();
-    let mut via_zarrs = vec![0f32; positions.len() * set.len() * set.grid().plane()];
     let pool = om4_store::ReadPool::new(2).unwrap();
-    remote.reader(&pool, &set.zarrs_only(), &sel).read(&positions, &mut via_zarrs).unwrap();
-    assert_eq!(common::bits(&via_zarrs), expected, "through zarrs");
     // Few requests in flight: a read of many waves, each decoding while the next ones fetch,
     // shards split across waves.
     let StoreLocation::S3(mut narrow) = s3(&endpoint, &bucket, "runs/demo/OM4.zarr") else { unreachable!() };
@@ -102,13 +130,21 @@ fn same_as_local(test: &str, cfg: &SynthConfig) {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(common::bits(&reads.concat()), expected, "reads in flight at once");
-    assert_eq!(remote.masks(&set).unwrap(), local.masks(&local.channels(&names).unwrap()).unwrap());
 
-    let sibling = |name: &str| s3(&endpoint, &bucket, "runs/demo/OM4.zarr").sibling(name);
-    for (name, path) in [("OM4_means.zarr", &paths.means), ("OM4_stds.zarr", &paths.stds)] {
-        let remote_stats = StatsStore::open_location(&sibling(name)).unwrap();
-        let local_stats = StatsStore::open(path).unwrap();
-        assert_eq!(remote_stats.values_with_precision(&set).unwrap(), local_stats.values_with_precision(&set).unwrap());
+    let mut roots = vec![s3(&endpoint, &bucket, "runs/demo/OM4.zarr")];
+    if cfg.consolidated {
+        roots.push(over_http);
+    }
+    for root in roots {
+        for (name, path) in [("OM4_means.zarr", &paths.means), ("OM4_stds.zarr", &paths.stds)] {
+            let remote_stats = StatsStore::open_location(&root.sibling(name)).unwrap();
+            let local_stats = StatsStore::open(path).unwrap();
+            assert_eq!(
+                remote_stats.values_with_precision(&set).unwrap(),
+                local_stats.values_with_precision(&set).unwrap(),
+                "{root}"
+            );
+        }
     }
 }
 
@@ -128,12 +164,12 @@ fn flat_v3_sharded() {
 }
 
 #[test]
-fn compact_v3_sharded() {
-    same_as_local("compact-v3-sharded", &config(SynthLayout::Compact, SynthFormat::V3, Some(4), false));
+fn compact_v3_sharded_consolidated() {
+    same_as_local("compact-v3-sharded", &config(SynthLayout::Compact, SynthFormat::V3, Some(4), true));
 }
 
 /// Deletes `key` (under the store) from both copies, then reads time row 3 of `thetao_0` and
-/// `zos` remotely, directly and through zarrs: the plane in `key` is NaN, as locally.
+/// `zos` remotely (S3 and HTTP), directly and through zarrs: the plane in `key` is NaN, as locally.
 fn missing_reads_as_nan(test: &str, cfg: &SynthConfig, key: &str) {
     let Some(endpoint) = endpoint(test) else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -143,7 +179,6 @@ fn missing_reads_as_nan(test: &str, cfg: &SynthConfig, key: &str) {
     std::fs::remove_file(paths.data.join(key)).unwrap();
     delete(&endpoint, &bucket, &format!("s/OM4.zarr/{key}"));
 
-    let remote = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
     let local = Om4Store::open(&paths.data).unwrap();
     let read = |store: &Om4Store, zarrs_only: bool| {
         let set = store.channels(&["thetao_0", "zos"]).unwrap();
@@ -155,11 +190,15 @@ fn missing_reads_as_nan(test: &str, cfg: &SynthConfig, key: &str) {
         out
     };
     let l = read(&local, false);
-    for zarrs_only in [false, true] {
-        let r = read(&remote, zarrs_only);
-        assert!(r[..60].iter().all(|v| v.is_nan()), "the missing plane reads as NaN");
-        assert!(r[60..].iter().any(|v| !v.is_nan()), "the other channel is read");
-        assert_eq!(common::bits(&r), common::bits(&l), "zarrs only: {zarrs_only}");
+    // over S3 and over plain HTTP (a 404 from either client)
+    for at in [s3(&endpoint, &bucket, "s/OM4.zarr"), http(&endpoint, &bucket, "s/OM4.zarr")] {
+        let remote = Om4Store::open_location(&at).unwrap();
+        for zarrs_only in [false, true] {
+            let r = read(&remote, zarrs_only);
+            assert!(r[..60].iter().all(|v| v.is_nan()), "{at}: the missing plane reads as NaN");
+            assert!(r[60..].iter().any(|v| !v.is_nan()), "{at}: the other channel is read");
+            assert_eq!(common::bits(&r), common::bits(&l), "{at}: zarrs only: {zarrs_only}");
+        }
     }
 }
 
@@ -187,6 +226,10 @@ fn wrong_bucket_or_key_is_a_clear_error() {
     let e = Om4Store::open_location(&s3(&endpoint, &bucket, "nothing/OM4.zarr")).unwrap_err().to_string();
     assert!(e.contains(&format!("s3://{bucket}/nothing/OM4.zarr")) && e.contains("no Zarr group"), "{e}");
     eprintln!("missing key: {e}");
+    let nothing = http(&endpoint, &bucket, "nothing/OM4.zarr");
+    let e = Om4Store::open_location(&nothing).unwrap_err().to_string();
+    assert!(e.contains(&nothing.to_string()) && e.contains("no Zarr group"), "{e}");
+    eprintln!("missing key over http: {e}");
 }
 
 #[test]
@@ -274,9 +317,7 @@ fn uploaded(endpoint: &str, test: &str, cfg: &SynthConfig) -> (tempfile::TempDir
 }
 
 fn with_requests(mut loc: StoreLocation, requests: RequestOptions) -> StoreLocation {
-    if let StoreLocation::S3(s3) = &mut loc {
-        s3.requests = requests;
-    }
+    *loc.requests_mut().expect("a remote location") = requests;
     loc
 }
 
@@ -330,6 +371,12 @@ fn requests_per_open_and_per_read() {
     assert_eq!((masks.gets, masks.rounds), (cfg.levels as u64, 1), "{masks:?}");
     let read = counted_read(&store, cfg.levels, &[0, 1, 2]);
     assert_eq!((read.gets, read.heads, read.lists, read.rounds), (3 * channels, 0, 0, 1), "{read:?}");
+    // the same objects over plain HTTP: the same requests
+    let store = Om4Store::open_location(&http(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
+    let open = store.request_counts().unwrap();
+    assert_eq!((open.gets, open.heads, open.lists), (3, 0, 0), "over http: {open:?}");
+    let read = counted_read(&store, cfg.levels, &[0, 1, 2]);
+    assert_eq!((read.gets, read.heads, read.lists, read.rounds), (3 * channels, 0, 0, 1), "over http: {read:?}");
 
     // Flat v3 sharded (4 times per shard): a shard's index, then the inner chunk; the indexes stay
     // cached, so a later read in the same shards is one round of inner chunks, and adjacent inner
@@ -411,19 +458,21 @@ fn injected_faults_are_retried_to_the_same_bits() {
         ),
     ] {
         let (_dir, paths, bucket) = uploaded(&endpoint, test, &cfg);
-        let proxy = Proxy::start(&endpoint, &faults);
-        let loc = with_requests(s3(&proxy.url, &bucket, "s/OM4.zarr"), quick_retries());
-        let remote = Om4Store::open_location(&loc).unwrap();
         let local = Om4Store::open(&paths.data).unwrap();
         let positions: Vec<usize> = (0..cfg.times).collect();
-        let (r, l) = (
-            read_positions(&remote, cfg.levels, &positions).unwrap(),
-            read_positions(&local, cfg.levels, &positions).unwrap(),
-        );
-        assert_eq!(common::bits(&r), common::bits(&l), "{test}");
-        let stats = proxy.stats();
-        eprintln!("{test}: {stats}");
-        assert!(stats["failed"].as_u64() > Some(0) && stats["reset"].as_u64() > Some(0), "{test}: {stats}");
+        let l = read_positions(&local, cfg.levels, &positions).unwrap();
+        // over S3, and (consolidated) over plain HTTP: the same retries, each behind a fresh proxy
+        let at: [fn(&str, &str, &str) -> StoreLocation; 2] = [s3, http];
+        for location in at.into_iter().take(if cfg.consolidated { 2 } else { 1 }) {
+            let proxy = Proxy::start(&endpoint, &faults);
+            let loc = with_requests(location(&proxy.url, &bucket, "s/OM4.zarr"), quick_retries());
+            let remote = Om4Store::open_location(&loc).unwrap();
+            let r = read_positions(&remote, cfg.levels, &positions).unwrap();
+            assert_eq!(common::bits(&r), common::bits(&l), "{test}: {loc}");
+            let stats = proxy.stats();
+            eprintln!("{test}, {loc}: {stats}");
+            assert!(stats["failed"].as_u64() > Some(0) && stats["reset"].as_u64() > Some(0), "{test}: {loc}: {stats}");
+        }
     }
 }
 
