@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # train_samudra trains from S3: one epoch on the demo store from its local folder, then from its
 # copy in a bucket of the local S3 server (moto on 127.0.0.1, scripts/s3-server.sh), configured in
-# Samudra's own form (`data_location: {type: s3, endpoint_url, anon, bucket, path}`); the two runs
-# must print the same train and validation losses. Run by .ci/run.
+# Samudra's own form (`data_location: {type: s3, endpoint_url, anon, bucket, path}`), then from the
+# same objects over plain HTTP (`{type: http, url}`); the three runs must print the same train and
+# validation losses. Run by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/s3-server.sh)"
@@ -30,10 +31,20 @@ data:
   data_stds_location: $(s3 OM4_stds.zarr)
 $common
 YAML
+http() { echo "{type: http, url: \"$OM4_S3_ENDPOINT/om4-train/demo/$1\", requests: {concurrency: 64}}"; }
+cat > "$dir/http.yaml" <<YAML
+data:
+  data_location: $(http OM4.zarr)
+  data_means_location: $(http OM4_means.zarr)
+  data_stds_location: $(http OM4_stds.zarr)
+$common
+YAML
 "$bin" --config "$dir/local.yaml" | tee "$dir/local.log"
-"$bin" --config "$dir/s3.yaml" | tee "$dir/s3.log"
 losses() { grep -o 'train loss [0-9.]*  val loss [0-9.]*' "$1"; }
-if [ -z "$(losses "$dir/local.log")" ] || [ "$(losses "$dir/local.log")" != "$(losses "$dir/s3.log")" ]; then
-  echo "the epoch from S3 differs from the local one: $(losses "$dir/local.log") / $(losses "$dir/s3.log")"; exit 1
-fi
-echo "same losses from the local store and from S3: $(losses "$dir/s3.log")"
+for remote in s3 http; do
+  "$bin" --config "$dir/$remote.yaml" | tee "$dir/$remote.log"
+  if [ -z "$(losses "$dir/local.log")" ] || [ "$(losses "$dir/local.log")" != "$(losses "$dir/$remote.log")" ]; then
+    echo "the epoch from $remote differs from the local one: $(losses "$dir/local.log") / $(losses "$dir/$remote.log")"; exit 1
+  fi
+done
+echo "same losses from the local store, from S3 and over HTTP: $(losses "$dir/s3.log")"
