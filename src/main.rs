@@ -7,14 +7,6 @@ mod npy;
 
 use std::process::ExitCode;
 
-/// mimalloc instead of the system allocator: reads of object storage allocate (and free) a
-/// receive buffer and a body per answer, hundreds per window, on the client's threads. A/B with
-/// `om4 bench read` of the benchmark's v2 store from `om4-bench-s3` at 0 ms (docs/benchmarks.md):
-/// 5–15 % more throughput with it; local reads within noise. A library leaves this choice to the
-/// program: om4's crates allocate through whatever allocator their caller's binary sets.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
