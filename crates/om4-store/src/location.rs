@@ -250,7 +250,9 @@ impl StoreLocation {
                 Self::S3(S3Location { path, ..s3.clone() })
             }
             Self::Http(http) => {
-                let (parent, _) = http.url.rsplit_once('/').unwrap_or((&http.url, ""));
+                // the URL up to its last `/` after the host (a store at the host's root: the host)
+                let host = http.url.find("://").map_or(0, |i| i + 3);
+                let parent = http.url[host..].rfind('/').map_or(http.url.as_str(), |i| &http.url[..host + i]);
                 Self::Http(HttpLocation { url: format!("{parent}/{name}"), ..http.clone() })
             }
         }
@@ -396,6 +398,8 @@ mod tests {
         assert_eq!(http.to_string(), "https://example.org/data/OM4.zarr");
         assert_eq!(http.sibling("OM4_stds.zarr").to_string(), "https://example.org/data/OM4_stds.zarr");
         assert!(http.is_remote() && http.local_path().is_none());
+        let root = StoreLocation::parse("http://127.0.0.1:9000/").unwrap();
+        assert_eq!(root.sibling("OM4_means.zarr").to_string(), "http://127.0.0.1:9000/OM4_means.zarr");
         assert!(StoreLocation::parse("http:///OM4.zarr").is_err());
         assert!(StoreLocation::from_path(Path::new("http://127.0.0.1:9000/b/OM4.zarr")).unwrap().is_remote());
     }

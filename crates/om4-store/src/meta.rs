@@ -235,7 +235,16 @@ pub(crate) fn discover(src: &dyn MetaSource, root: &Path) -> Result<Discovered> 
     }
     // Every array's documents, read together. Under a v3 root group the arrays are v3: no
     // `.zarray` or `.zattrs` to look for.
-    let names = src.child_dirs().map_err(store_err)?;
+    let group = |key: &str| src.read(key).map(|doc| doc.is_some()).map_err(store_err);
+    const NO_GROUP: &str = "no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)";
+    let names = match src.child_dirs() {
+        Ok(names) => names,
+        // a store that cannot be listed (plain HTTP) and has no root document: most likely none
+        Err(e) if root_doc.is_none() && !group(".zgroup")? => {
+            return Err(store_err(format!("{NO_GROUP}; listing it failed too: {e}")));
+        }
+        Err(e) => return Err(store_err(e)),
+    };
     let files: &[&str] = if root_doc.is_some() { &["zarr.json"] } else { &[".zarray", ".zattrs", "zarr.json"] };
     let keys: Vec<String> = names.iter().flat_map(|n| files.iter().map(move |f| format!("{n}/{f}"))).collect();
     let mut docs: BTreeMap<String, std::result::Result<Option<Vec<u8>>, String>> =
@@ -268,11 +277,8 @@ pub(crate) fn discover(src: &dyn MetaSource, root: &Path) -> Result<Discovered> 
             Err(e) => keep(name.clone(), Err(e)),
         }
     }
-    if found.arrays.is_empty() && found.broken.is_empty() {
-        let group = |key: &str| src.read(key).map(|doc| doc.is_some()).map_err(store_err);
-        if !group(".zgroup")? && root_doc.is_none() {
-            return Err(store_err("no Zarr group or arrays found (expected .zgroup, .zmetadata or zarr.json)".into()));
-        }
+    if found.arrays.is_empty() && found.broken.is_empty() && root_doc.is_none() && !group(".zgroup")? {
+        return Err(store_err(NO_GROUP.into()));
     }
     Ok(found)
 }
