@@ -10,7 +10,8 @@ benches/peers/latency_proxy.rs per latency in front). Every reader fills reused
 `--in-flight` windows at once (each into its own buffer, as a loader's prefetch overlaps batches);
 each reader's first window is compared with om4's (`om4 bench read --check-out`) before any
 timing, and a reader that differs is reported and not timed. Rounds interleave the readers. om4
-reports its requests per open and per window. Run through s3.sh.
+reports its requests per open and per window. Before any server starts, om4 reads the same
+windows from the local copy: each row's ceiling (`ceiling`). Run through s3.sh.
 """
 
 import argparse
@@ -195,9 +196,16 @@ def om4_concurrency(args):
     return [] if args.om4_concurrency == "auto" else ["--concurrency", str(args.om4_concurrency)]
 
 
+def window_starts(args, info):
+    """The first time steps of the measured windows (the same for every reader and the ceiling)."""
+    rng = random.Random(args.seed)
+    return [rng.randrange(0, info["time"]["steps"] - args.steps + 1) for _ in range(args.windows)]
+
+
 def om4_read(args, url, endpoint, starts, steps, repeats, check_out=None, in_flight=1):
-    remote, env = om4_remote(endpoint)
-    cmd = [args.om4, "bench", "read", url, *remote, *om4_concurrency(args), "--in-flight", str(in_flight),
+    """`om4 bench read` of `url`: over S3 at `endpoint`, or (`endpoint` None) a local store."""
+    remote, env = om4_remote(endpoint) if endpoint else ([], dict(os.environ))
+    cmd = [args.om4, "bench", "read", url, *remote, *(om4_concurrency(args) if endpoint else []), "--in-flight", str(in_flight),
            "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", str(repeats), "--json"]
     if check_out:
         cmd += ["--check-out", check_out]
@@ -210,9 +218,7 @@ def raw_windows(args, name, local, endpoint, latency, in_flight):
     channels = info["channels"]
     cmap = bench.channel_map(local, channels)
     ny, nx = info["grid"]["y"], info["grid"]["x"]
-    steps, t = args.steps, info["time"]["steps"]
-    rng = random.Random(args.seed)
-    starts = [rng.randrange(0, t - steps + 1) for _ in range(args.windows)]
+    steps, starts = args.steps, window_starts(args, info)
     window_bytes = steps * len(channels) * ny * nx * 4
     url = f"s3://{BUCKET}/{name}/OM4.zarr"
     ref_path = os.path.join(args.workdir, "om4_first_window.npy")
@@ -254,6 +260,23 @@ def raw_windows(args, name, local, endpoint, latency, in_flight):
         out["readers"][rname] = {"gb_per_s_median": statistics.median(gbs), "gb_per_s_best": max(gbs),
                                  "om4_ratio_per_round": [o / g for o, g in zip(rounds["om4"], gbs)]}
     return out
+
+
+def local_ceiling(args, local):
+    """om4 reading the same windows from the local copy (page cache, no server on the cores): how
+    fast its decoding alone goes. No S3 reader with that decoding can beat it, nor a window in less
+    than the round trip plus its local time (see `ceiling`)."""
+    info = bench.store_layout(args.om4, local)
+    res = om4_read(args, local, None, window_starts(args, info), args.steps, 3)
+    window_mb = args.steps * len(info["channels"]) * info["grid"]["y"] * info["grid"]["x"] * 4 / 1e6
+    return {"gb_per_s_best": res["gb_per_s_best"], "ms_per_window": window_mb / res["gb_per_s_best"]}
+
+
+def ceiling(local, latency_ms, in_flight, window_mb):
+    """GB/s at most over S3 for a reader that decodes as om4 does locally: every window waits one
+    round trip for its first answer and then takes at least its local time, at most `in_flight`
+    windows are open at once, and all of them share the decoding's rate."""
+    return min(local["gb_per_s_best"], in_flight * window_mb / (latency_ms + local["ms_per_window"]))
 
 
 def samudra_batches(args, name, local, endpoint, latency, batch_size):
@@ -339,12 +362,15 @@ def plot(raw, path, server):
     fig.savefig(path, dpi=110)
 
 
-def markdown(raw, batches, args):
+def markdown(raw, batches, args, local=None):
+    local = local or {}
     out = [f"Median GB/s of decompressed planes over {args.rounds} interleaved rounds (in brackets om4's ratio to that "
-           "reader per round), with 1 or more windows in flight for every reader; om4's throughput over its own best "
+           "reader per round), with 1 or more windows in flight for every reader; the ceiling of a reader that "
+           "decodes as om4 does from the local copy (GB/s; in brackets its ratio to TensorStore's median, then om4's "
+           "share of it; `ceiling` in s3_bench.py); om4's throughput over its own best "
            "at 0 ms (either number in flight); om4's requests per window (GETs, fetch rounds) and per open.", "",
-           "| store | latency | in flight | om4 | TensorStore S3 | zarr-python + obstore | om4 vs own best 0 ms | om4 GETs / rounds per window | om4 requests in flight | om4 open GETs | open + first window s (om4 / TensorStore / zarr-python) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| store | latency | in flight | om4 | TensorStore S3 | zarr-python + obstore | ceiling (vs TensorStore, om4's share) | om4 vs own best 0 ms | om4 GETs / rounds per window | om4 requests in flight | om4 open GETs | open + first window s (om4 / TensorStore / zarr-python) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     zero = {}
     for r in raw:
         if r["latency_ms"] == 0:
@@ -358,7 +384,7 @@ def markdown(raw, batches, args):
         opens = " / ".join(f"{r['open_plus_first_window_s'][n]:.2f}" if n in r["open_plus_first_window_s"] else "—"
                            for n in ["om4", "tensorstore_s3", "zarr_python_obstore"])
         out.append(f"| {r['store']} | {r['latency_ms']:g} ms | {r.get('in_flight', 1)} | {o:.3f} | {cell('tensorstore_s3')} | {cell('zarr_python_obstore')} | "
-                   f"{own(o, zero.get(r['store']))} | {pw.get('gets', 0):.0f} / {pw.get('rounds', 0):.1f} | {q.get('in_flight_at_end') or '—'} | {op.get('gets', 0)} | {opens} |")
+                   f"{ceiling_cell(r, local.get(r['store']))} | {own(o, zero.get(r['store']))} | {pw.get('gets', 0):.0f} / {pw.get('rounds', 0):.1f} | {q.get('in_flight_at_end') or '—'} | {op.get('gets', 0)} | {opens} |")
     bad = [f"{r['store']} {r['latency_ms']:g} ms {n}: {s}" for r in raw for n, s in r["status"].items() if s != "equal to om4"]
     if bad:
         out += ["", "Not timed: " + "; ".join(bad)]
@@ -372,6 +398,15 @@ def markdown(raw, batches, args):
                        f"{b['tensorstore_dedup_ms_per_batch_median']:.0f} ({b['om4_speedup_vs_tensorstore_dedup']:.1f}×)"
                        f"{'' if b['tensorstore_equal_to_om4'] else ' NOT EQUAL'} | {loader_cell(b)} | {per_batch(b)} | {(b.get('om4_requests') or {}).get('in_flight_at_end') or '—'} | {b['om4_open_plus_first_batch_s']:.2f} s |")
     return "\n".join(out) + "\n"
+
+
+def ceiling_cell(r, local):
+    if local is None:
+        return "—"
+    c = ceiling(local, r["latency_ms"], r.get("in_flight", 1), r["window_mb"])
+    ts = r["readers"].get("tensorstore_s3", {}).get("gb_per_s_median")
+    vs = f"{c / ts:.2f}×, " if ts else ""
+    return f"{c:.2f} ({vs}{r['readers']['om4']['gb_per_s_median'] / c:.2f})"
 
 
 def own(rate, zero):
@@ -396,9 +431,7 @@ def sweep(args, server):
         try:
             for local in args.store:
                 name = os.path.basename(local.rstrip("/"))
-                info = bench.store_layout(args.om4, os.path.join(local, "OM4.zarr"))
-                rng = random.Random(args.seed)
-                starts = [rng.randrange(0, info["time"]["steps"] - args.steps + 1) for _ in range(args.windows)]
+                starts = window_starts(args, bench.store_layout(args.om4, os.path.join(local, "OM4.zarr")))
                 for k in map(int, args.in_flight.split(",")):
                     cells = []
                     for c in args.sweep.split(","):
@@ -482,7 +515,11 @@ def main():
                 n = upload(args.endpoint, local, os.path.basename(local.rstrip("/")))
                 print(f"uploaded {local}: {n} objects", file=sys.stderr, flush=True)
         saved = {"raw_windows": [], "samudra_batch": [], "concurrency": args.concurrency,
-                 "om4_concurrency": args.om4_concurrency, "server": args.server}
+                 "om4_concurrency": args.om4_concurrency, "server": args.server, "local_ceiling": {}}
+        for local in args.store:  # before any server runs: the cores are the decoding's alone
+            name = os.path.basename(local.rstrip("/"))
+            saved["local_ceiling"][name] = local_ceiling(args, os.path.join(local, "OM4.zarr"))
+            print(json.dumps({"local_ceiling": name} | saved["local_ceiling"][name]), flush=True)
         for latency in map(float, args.latencies.split(",")):
             endpoint = server(latency)
             try:
@@ -505,7 +542,7 @@ def main():
     if args.plot:
         plot(saved["raw_windows"], args.plot, saved.get("server", args.server))
     if args.tables:
-        write_tables(args.tables, markdown(saved["raw_windows"], saved["samudra_batch"], args))
+        write_tables(args.tables, markdown(saved["raw_windows"], saved["samudra_batch"], args, saved.get("local_ceiling")))
 
 
 if __name__ == "__main__":
