@@ -336,7 +336,7 @@ def samudra_batches(args, name, local, endpoint, latency, batch_size):
 
 
 # ------------------------------------------------------------------------------ plot, tables
-def plot(raw, path, server):
+def plot(raw, path, server, local=None):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -352,6 +352,11 @@ def plot(raw, path, server):
         for j, n in enumerate(names):
             ys = [r["readers"].get(n, {}).get("gb_per_s_median", 0.0) for r in rows]
             ax.bar([i + j * width for i in range(len(rows))], ys, width, label=n)
+        if local and store in local:  # the row's ceiling (see `ceiling`), across its bars
+            cs = [ceiling(local[store], r["latency_ms"], r.get("in_flight", 1), r["window_mb"]) for r in rows]
+            ax.hlines(cs, [i - width / 2 for i in range(len(rows))], [i + 0.8 - width / 2 for i in range(len(rows))],
+                      colors="k", linestyles="dashed", label="ceiling (om4's local decoding + round trip)")
+            ax.set_ylim(0, max(cs) * 1.45)  # room above the lines for the legend
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))])
         ax.set_xticklabels([f"{r['latency_ms']:g} ms" for r in rows])
         ax.set_xlabel("latency added per request")
@@ -540,7 +545,7 @@ def main():
         with open(args.out, "w") as f:
             json.dump(saved, f, indent=1)
     if args.plot:
-        plot(saved["raw_windows"], args.plot, saved.get("server", args.server))
+        plot(saved["raw_windows"], args.plot, saved.get("server", args.server), saved.get("local_ceiling"))
     if args.tables:
         write_tables(args.tables, markdown(saved["raw_windows"], saved["samudra_batch"], args, saved.get("local_ceiling")))
 
