@@ -204,8 +204,12 @@ def window_starts(args, info):
 
 def om4_read(args, url, endpoint, starts, steps, repeats, check_out=None, in_flight=1):
     """`om4 bench read` of `url`: over S3 at `endpoint`, or (`endpoint` None) a local store."""
-    remote, env = om4_remote(endpoint) if endpoint else ([], dict(os.environ))
-    cmd = [args.om4, "bench", "read", url, *remote, *(om4_concurrency(args) if endpoint else []), "--in-flight", str(in_flight),
+    if endpoint:
+        remote, env = om4_remote(endpoint)
+        remote += om4_concurrency(args)
+    else:
+        remote, env = [], None
+    cmd = [args.om4, "bench", "read", url, *remote, "--in-flight", str(in_flight),
            "--steps", str(steps), "--starts", ",".join(map(str, starts)), "--repeats", str(repeats), "--json"]
     if check_out:
         cmd += ["--check-out", check_out]
@@ -266,9 +270,9 @@ def local_ceiling(args, local):
     """om4 reading the same windows from the local copy (page cache, no server on the cores): how
     fast its decoding alone goes. No S3 reader with that decoding can beat it, nor a window in less
     than the round trip plus its local time (see `ceiling`)."""
-    info = bench.store_layout(args.om4, local)
-    res = om4_read(args, local, None, window_starts(args, info), args.steps, 3)
-    window_mb = args.steps * len(info["channels"]) * info["grid"]["y"] * info["grid"]["x"] * 4 / 1e6
+    starts = window_starts(args, bench.store_layout(args.om4, local))
+    res = om4_read(args, local, None, starts, args.steps, 3)
+    window_mb = res["bytes_per_repeat"] / len(starts) / 1e6
     return {"gb_per_s_best": res["gb_per_s_best"], "ms_per_window": window_mb / res["gb_per_s_best"]}
 
 
