@@ -26,6 +26,10 @@
 #      share, peak GPU memory;
 #   e. upstream PyTorch Samudra's same v2 step on the same GPU, float32 and bf16 (scripts/gpu/torch_step.py);
 #   f. the Vulkan build of gpu_check trains the demo (Debian's libvulkan1 carried as a package).
+# Training rows report the first batch (kernel compilation, and autotune with the cuda/vulkan
+# features' burn/autotune) apart from the steady batches after it. cubecl keeps its autotune and
+# compilation caches in target/environment: `run` returns them as $OUT/cubecl-environment.tgz;
+# unpack that under target/ here and add target/environment to the next run's carry.
 # A dry run of `run` without a GPU (the plumbing; GPU rows then fail as they should):
 #   OM4_GPU_CHECK_DEVICE=cpu OM4_GPU_CHECK_MODEL=tiny OM4_GPU_CHECK_GRID=2deg \
 #   OM4_GPU_CHECK_PYTHON=target/torch-venv/bin/python OM4_GPU_CHECK_REPEATS=2 scripts/gpu-check.sh run
@@ -161,8 +165,9 @@ run() {
     kill "$smi" 2>/dev/null
     peak=$(sort -n "$log/mem-$batch.txt" | tail -1)
     line=$(grep -E '^epoch' "$log/v2-b$batch$tag.txt" | tail -1)
+    first=$(grep -oE 'first batch .*' "$log/v2-b$batch$tag.txt" | tail -1)
     if [ "$status" = 0 ] && [ -n "$line" ]; then
-      row "c. $model $grid steps 4 batch $batch$extra" INFO "${line#epoch   1: } peak ${peak} MiB"
+      row "c. $model $grid steps 4 batch $batch$extra" INFO "${line#epoch   1: } peak ${peak} MiB; $first"
     else fail "c. $model $grid steps 4 batch $batch$extra" "$status" "exit $status: $(tail -2 "$log/v2-b$batch$tag.txt" | tr '\n' ' ')"; fi
   done
 
@@ -196,7 +201,13 @@ run() {
   echo "| check | result | measured |"
   echo "|---|---|---|"
   printf '%s\n' "${rows[@]}"
-  if [ -n "${OUT:-}" ]; then tar -czf "$OUT/logs.tgz" -C "$work" log; printf '%s\n' "${rows[@]}" > "$OUT/table.md"; fi
+  if [ -n "${OUT:-}" ]; then
+    tar -czf "$OUT/logs.tgz" -C "$work" log; printf '%s\n' "${rows[@]}" > "$OUT/table.md"
+    # cubecl's autotune and compilation caches (under the workspace's target/environment, as the
+    # binaries run from the repository root): unpack into target/ here and carry
+    # target/environment next time, so a later run's first batch skips the tuning.
+    if [ -d target/environment ]; then tar -czf "$OUT/cubecl-environment.tgz" -C target environment; fi
+  fi
   exit "$failed"
 }
 

@@ -440,9 +440,16 @@ fn drive<S: om4_burn::BatchSource>(
         if quiet {
             bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
+        // The first step apart from the rest: on a GPU it compiles (and, with autotune, tunes) the
+        // kernels, so the steady rate is (last − first) / (steps − 1).
+        let epoch_start = Instant::now();
+        let (mut first_step, mut last_step, mut steps_seen) = (None, epoch_start.elapsed(), 0usize);
         let report = trainer.run_epoch(|done, _, loss, t| {
             bar.set_position(done as u64);
             bar.set_message(format!("loss {loss:.4} wait {:.1} ms", t.wait.as_secs_f64() * 1e3));
+            last_step = epoch_start.elapsed();
+            first_step.get_or_insert(last_step);
+            steps_seen += 1;
         })?;
         bar.finish_and_clear();
         if quiet {
@@ -459,6 +466,17 @@ fn drive<S: om4_burn::BatchSource>(
             report.wait_share * 100.0,
             report.wall.as_secs_f64()
         );
+        if let Some(first) = first_step {
+            let steady = if steps_seen > 1 {
+                format!("{:.3} s per batch after it", (last_step - first).as_secs_f64() / (steps_seen - 1) as f64)
+            } else {
+                "no batch after it".to_string()
+            };
+            println!(
+                "           first batch {:.3} s (its data, and on a GPU kernel compilation and autotune), {steady}",
+                first.as_secs_f64()
+            );
+        }
         if let Some(dir) = &args.checkpoint_dir {
             trainer.save(dir)?;
         }
