@@ -440,10 +440,10 @@ fn drive<S: om4_burn::BatchSource>(
         if quiet {
             bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
-        // The first step apart from the rest: on a GPU it compiles (and, with autotune, tunes) the
-        // kernels, so the steady rate is (last − first) / (steps − 1).
+        // The first batch apart from the rest: on a GPU it compiles (and, with autotune, tunes) the
+        // kernels, so the steady time is (last − first) / (batches − 1).
         let epoch_start = Instant::now();
-        let (mut first_step, mut last_step, mut steps_seen) = (None, epoch_start.elapsed(), 0usize);
+        let (mut first_step, mut last_step, mut steps_seen) = (None, std::time::Duration::ZERO, 0usize);
         let report = trainer.run_epoch(|done, _, loss, t| {
             bar.set_position(done as u64);
             bar.set_message(format!("loss {loss:.4} wait {:.1} ms", t.wait.as_secs_f64() * 1e3));
