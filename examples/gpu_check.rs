@@ -8,8 +8,10 @@
 //!   with the first difference otherwise. The upload thread makes the tensors and the caller's
 //!   thread reads them back, so missing stream ordering shows up as different values.
 //! - `gpu_check train …`: exactly `train_samudra …` (same flags), e.g. `--device cuda`.
+//! - `gpu_check step …`: Samudra's optimizer step timed on synthetic inputs (om4's side of the
+//!   step benchmark, `benches/step/step.py`; `--profile` times its operations one by one).
 //!
-//! Both run on the CPU too (`--device cpu`), which is how they are checked without a GPU.
+//! All run on the CPU too (`--device cpu`), which is how they are checked without a GPU.
 
 use std::sync::Arc;
 
@@ -20,6 +22,10 @@ use om4_store::{ReadPool, SynthConfig, synthesize};
 
 #[path = "common/demo.rs"]
 mod demo;
+#[path = "common/profile.rs"]
+mod profile;
+#[path = "common/step.rs"]
+mod step;
 #[path = "common/train.rs"]
 mod train;
 
@@ -45,11 +51,20 @@ enum Command {
     },
     /// Train as `train_samudra` does (same flags).
     Train(Box<train::Args>),
+    /// Time Samudra's optimizer step on synthetic inputs (om4's side of benches/step/step.py).
+    Step(step::StepArgs),
 }
 
 fn main() -> std::process::ExitCode {
     match Cli::parse().command {
         Command::Train(args) => train::main(*args),
+        Command::Step(args) => match step::main(&args) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
         Command::Prepare { device, ny, nx } => match prepare(&device, ny, nx) {
             Ok(true) => std::process::ExitCode::SUCCESS,
             Ok(false) => std::process::ExitCode::FAILURE,

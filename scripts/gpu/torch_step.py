@@ -7,9 +7,12 @@ what one om4 optimizer step does: an autoregressive rollout of --steps forward p
 step's prediction is the next input's prognostic part, boundary forcing fresh), masked MSE,
 backward, Adam. --dtype bf16 runs the forward under torch.autocast(bfloat16), as upstream's
 use_bfloat16. Prints one JSON line: median and best step time after warm-up, peak memory.
+With --serve it prints that line's settings after the warm-up, then reads a step count per line
+from standard input and prints those steps' times as one JSON line each (the interleaved rounds
+of benches/step/step.py).
 
     python scripts/gpu/torch_step.py --upstream-src DIR [--preset v2] [--batch 1] [--steps 4]
-        [--dtype f32|bf16] [--device cuda] [--repeats 10]
+        [--dtype f32|bf16] [--device cuda] [--repeats 10] [--warmup 3] [--serve]
 """
 
 import argparse
@@ -40,6 +43,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--serve", action="store_true", help="time step counts read from stdin, one per line")
     ap.add_argument("--grid", default=f"{H}x{W}", help="YxX (smaller grids for a CPU smoke run)")
     args = ap.parse_args()
     ny, nx = (int(v) for v in args.grid.split("x"))
@@ -86,25 +91,37 @@ def main() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
-    for _ in range(3):
+    for _ in range(args.warmup):
         step()
     sync()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        times.append(time.perf_counter() - t0)
+
+    def timed(n: int) -> list[float]:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            step()
+            sync()
+            times.append(time.perf_counter() - t0)
+        return times
+
     out = {
         "framework": "pytorch", "preset": args.preset, "batch": b, "steps": args.steps, "dtype": args.dtype,
         "grid": [ny, nx], "parameters": sum(p.numel() for p in model.parameters()),
+        "threads": torch.get_num_threads(), "torch": torch.__version__,
+    }
+    if args.serve:
+        print(json.dumps(out), flush=True)
+        for line in sys.stdin:
+            print(json.dumps({"times": timed(int(line))}), flush=True)
+        return
+    times = timed(args.repeats)
+    out.update({
         "step_s_median": statistics.median(times), "step_s_best": min(times),
         "samples_per_s": b / statistics.median(times),
         "peak_memory_gib": (torch.cuda.max_memory_allocated() / 2**30) if device.type == "cuda" else None,
-        "torch": torch.__version__,
-    }
+    })
     print(json.dumps(out), flush=True)
 
 

@@ -27,6 +27,7 @@ mod loss;
 pub mod model;
 mod parallel;
 mod rollout;
+mod step;
 mod trainer;
 mod weights;
 
@@ -37,5 +38,6 @@ pub use loss::{DynamicLoss, Masked, Predictor, cosine_lr, grad_norm, rollout_los
 pub use model::{NormKind, Samudra, SamudraConfig, UpsampleKind};
 pub use parallel::{BUCKET_FLOATS, DataParallel, flatten_parameters};
 pub use rollout::{RolloutStep, denormalize, rollout};
+pub use step::{LossTargets, gradients, optimizer};
 pub use trainer::Trainer;
 pub use weights::{CheckpointEntry, load_upstream, save_upstream};

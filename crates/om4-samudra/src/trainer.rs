@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_batch::{Roles, SampleSpace, WindowSpec};
 use om4_burn::{Loader, ModelBatch};
@@ -15,9 +15,10 @@ use crate::checkpoint::Progress;
 use crate::config::{EpochReport, TrainConfig};
 use crate::ema::Ema;
 use crate::error::{Error, Result};
-use crate::loss::{DynamicLoss, Masked, cosine_lr, grad_norm, rollout_loss};
+use crate::loss::{DynamicLoss, cosine_lr};
 use crate::model::{Samudra, SamudraConfig};
 use crate::parallel::{self, DataParallel};
+use crate::step::{self, LossTargets};
 
 /// A training run: model, optimizer, EMA and the train and validation data, from any
 /// [`BatchSource`] (an OM4 store by default).
@@ -41,9 +42,7 @@ pub struct Trainer<S: BatchSource = Om4Source> {
     /// The training loader's rollout steps, and the epoch this run started (or resumed) at.
     train_steps: usize,
     pub(crate) start_epoch: usize,
-    label_mask: Tensor<4>,
-    land: Tensor<4, Bool>,
-    prognostic_inputs: usize,
+    targets: LossTargets,
     pub(crate) next_epoch: usize,
     pub(crate) dynamic: Option<DynamicLoss>,
     /// Where and how often (in optimizer steps) to checkpoint inside an epoch.
@@ -130,14 +129,9 @@ impl<S: BatchSource> Trainer<S> {
         let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
         let grid = train_src.grid();
         let prog = &train_src.normalizations()[Roles::PROGNOSTIC];
-        let label_mask = om4_burn::label_mask(prog, states, grid, &device);
-        // Land is where the label mask is 0: one source for both.
-        let land = label_mask.clone().equal_elem(0.0);
+        let targets = LossTargets::new(om4_burn::label_mask(prog, states, grid, &device), states * c_prog);
         let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);
-        let optim = AdamConfig::new()
-            .with_epsilon(1e-8)
-            .with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(config.grad_clip)))
-            .init();
+        let optim = step::optimizer(config.grad_clip);
         let ema = Ema::new(&model, config.ema_decay);
         let dynamic = config.dynamic_loss_limit.map(|limit| DynamicLoss::new(c_prog, limit));
         Ok(Self {
@@ -155,9 +149,7 @@ impl<S: BatchSource> Trainer<S> {
             staging,
             train_steps,
             start_epoch: 1,
-            label_mask,
-            land,
-            prognostic_inputs: states * c_prog,
+            targets,
             next_epoch: 1,
             dynamic,
             checkpoint: None,
@@ -284,18 +276,16 @@ impl<S: BatchSource> Trainer<S> {
     }
     /// The label mask `(1, (h+1)·C_prog, Y, X)`.
     pub fn label_mask(&self) -> &Tensor<4> {
-        &self.label_mask
+        &self.targets.label_mask
     }
     /// The land mask of the outputs.
     pub fn land(&self) -> &Tensor<4, Bool> {
-        &self.land
+        &self.targets.land
     }
 
     /// Mean loss of one batch's rollout (no gradient), with `model`.
     pub fn eval_loss(&self, model: &Samudra, batch: &ModelBatch) -> f32 {
-        let m = Masked { model, land: self.land.clone() };
-        let l = rollout_loss(&m, batch, &self.label_mask, self.prognostic_inputs).mean();
-        l.into_scalar::<f32>()
+        self.targets.loss(model, batch, None).into_scalar::<f32>()
     }
 
     /// Runs one training epoch and one validation pass. `on_batch(done, total, loss, telemetry)`
@@ -333,19 +323,11 @@ impl<S: BatchSource> Trainer<S> {
         for (k, batch) in self.train.epoch_from(epoch as u64, first)?.enumerate() {
             let k = first + k;
             let batch = batch?;
-            let masked = Masked { model: &self.model, land: self.land.clone() };
-            let per_channel = rollout_loss(&masked, &batch.batch, &self.label_mask, self.prognostic_inputs);
-            let loss = match &self.dynamic {
-                Some(d) => {
-                    let states = self.config.hist + 1;
-                    let scales = Tensor::<1>::from_data(
-                        TensorData::new(d.tiled(states), [d.scales.len() * states]),
-                        &self.device,
-                    );
-                    (per_channel * scales).mean()
-                }
-                None => per_channel.mean(),
-            };
+            let scales = self.dynamic.as_ref().map(|d| {
+                let states = self.config.hist + 1;
+                Tensor::<1>::from_data(TensorData::new(d.tiled(states), [d.scales.len() * states]), &self.device)
+            });
+            let loss = self.targets.loss(&self.model, &batch.batch, scales);
             let value = loss.clone().into_scalar::<f32>();
             let distributed = self.parallel.collective().is_some();
             if !value.is_finite() {
@@ -356,8 +338,7 @@ impl<S: BatchSource> Trainer<S> {
                 failure.get_or_insert(e);
             }
             if failure.is_none() {
-                let grads = GradientsParams::from_grads((loss / micro as f64).backward(), &self.model);
-                let norm = grad_norm(&self.model, &grads);
+                let (grads, norm) = step::gradients(&self.model, loss, micro);
                 if !norm.is_finite() {
                     let e = Error::NonFinite { what: "gradient norm", epoch, batch: k, value: norm };
                     if !distributed {
@@ -447,8 +428,12 @@ impl<S: BatchSource> Trainer<S> {
                 label: first.label.clone().inner(),
             }],
         };
-        let masked = Masked { model: &model, land: self.land.clone().inner() };
-        let per_channel = rollout_loss(&masked, &one_step, &self.label_mask.clone().inner(), self.prognostic_inputs);
+        let targets = LossTargets {
+            label_mask: self.targets.label_mask.clone().inner(),
+            land: self.targets.land.clone().inner(),
+            prognostic_inputs: self.targets.prognostic_inputs,
+        };
+        let per_channel = targets.per_channel(&model, &one_step);
         let mut values: Vec<f32> = per_channel.into_data().try_to_vec::<f32>().unwrap_or_default();
         if let Some(collective) = self.parallel.collective() {
             collective

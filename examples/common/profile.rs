@@ -1,0 +1,224 @@
+//! A per-operation profile of Samudra's optimizer step (`gpu_check step --profile`).
+//!
+//! Two views, both measured here (median of `--repeats` runs after a warm-up, each finished on
+//! the device):
+//! - the step in its phases: forward rollout and loss, backward, gradient norm, optimizer;
+//! - every operation of the network alone, forward and backward, at the shapes the step runs
+//!   it: each convolution with its data gradient and its weight gradient timed apart, the
+//!   norms, the capped GELU, the longitude padding, pooling and upsampling; multiplied by its
+//!   uses per optimizer step (per block, per rollout step). Their sum against the measured step
+//!   says how much of the step the table explains (the rest: the loss, skips, adds, the
+//!   rollout's concatenation, allocation).
+
+use std::time::Instant;
+
+use burn::tensor::module::{avg_pool2d, conv2d};
+use burn::tensor::ops::{AvgPoolOptions, ConvOptions};
+use burn::tensor::{Device, Distribution, Tensor};
+use om4_samudra::model::{capped_gelu, instance_norm, pad_lonlat, upsample};
+use om4_samudra::{NormKind, SamudraConfig};
+
+use crate::step::{Bench, StepArgs, parse_grid};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Median seconds of `repeats` runs of `f` after one warm-up run.
+fn clock(device: &Device, repeats: usize, mut f: impl FnMut()) -> Res<f64> {
+    f();
+    device.sync().map_err(|e| format!("{e:?}"))?;
+    let mut t: Vec<f64> = (0..repeats.max(1))
+        .map(|_| {
+            let t0 = Instant::now();
+            f();
+            device.sync().map(|()| t0.elapsed().as_secs_f64()).map_err(|e| format!("{e:?}"))
+        })
+        .collect::<Result<_, _>>()?;
+    t.sort_by(f64::total_cmp);
+    Ok(t[t.len() / 2])
+}
+
+/// One operation at one shape: forward and backward seconds (a convolution's backward split
+/// into its data and weight gradients), and how often a step runs it.
+struct Row {
+    op: String,
+    shape: String,
+    uses: usize,
+    forward: f64,
+    backward: [f64; 2],
+}
+
+fn normal(shape: [usize; 4], device: &Device) -> Tensor<4> {
+    Tensor::random(shape, Distribution::Normal(0.0, 1.0), device)
+}
+
+/// Forward alone, then forward + backward with the gradient flowing into `x` (the backward is the
+/// difference).
+fn unary(device: &Device, repeats: usize, shape: [usize; 4], f: impl Fn(Tensor<4>) -> Tensor<4>) -> Res<(f64, f64)> {
+    let plain = device.clone().inner();
+    let x = normal(shape, &plain);
+    let forward = clock(&plain, repeats, || {
+        let _ = f(x.clone()).sum().into_scalar::<f32>();
+    })?;
+    let xa = normal(shape, device).require_grad();
+    let both = clock(device, repeats, || drop(f(xa.clone()).sum().backward()))?;
+    Ok((forward, (both - forward).max(0.0)))
+}
+
+/// A k×k convolution (`cin` → `cout`, dilation `d`) on an already padded `(b, cin, h, w)`:
+/// forward, data gradient and weight gradient (each backward alone, as forward + backward minus
+/// forward with only that input tracked).
+fn convolution(
+    device: &Device,
+    repeats: usize,
+    [b, cin, h, w]: [usize; 4],
+    cout: usize,
+    k: usize,
+    d: usize,
+) -> Res<(f64, [f64; 2])> {
+    let plain = device.clone().inner();
+    let opts = || ConvOptions::new([1, 1], [0, 0], [d, d], 1);
+    let run = |dev: &Device, gx: bool, gw: bool| -> Res<f64> {
+        let x = normal([b, cin, h, w], dev);
+        let wt = normal([cout, cin, k, k], dev);
+        let bias = Tensor::<1>::zeros([cout], dev);
+        let (x, wt) = (if gx { x.require_grad() } else { x }, if gw { wt.require_grad() } else { wt });
+        clock(dev, repeats, || {
+            let y = conv2d(x.clone(), wt.clone(), Some(bias.clone()), opts()).sum();
+            if gx || gw {
+                drop(y.backward());
+            } else {
+                let _ = y.into_scalar::<f32>();
+            }
+        })
+    };
+    let forward = run(&plain, false, false)?;
+    let data = run(device, true, false)?;
+    let weight = run(device, false, true)?;
+    Ok((forward, [(data - forward).max(0.0), (weight - forward).max(0.0)]))
+}
+
+/// The network's operations at their shapes, with their uses per forward pass.
+fn rows(
+    config: &SamudraConfig,
+    device: &Device,
+    repeats: usize,
+    b: usize,
+    grid: (usize, usize),
+    inputs: usize,
+    outputs: usize,
+    steps: usize,
+) -> Res<Vec<Row>> {
+    let k = config.kernel_size;
+    let w = config.ch_width;
+    let u = config.upscale;
+    let widths = [inputs, w[0], w[1], w[2], w[3]];
+    // (input width, output width, dilation, level) of every block in order.
+    let mut blocks: Vec<(usize, usize, usize, usize)> =
+        (0..4).map(|i| (widths[i], widths[i + 1], config.dilation[i], i)).collect();
+    blocks.push((w[3], w[3], config.dilation[3], 4));
+    blocks.extend((0..3).map(|i| (w[3 - i], w[2 - i], config.dilation[3 - i], 3 - i)));
+    blocks.push((w[0], w[0], config.dilation[1], 0));
+    let mut out = Vec::new();
+    let mut add = |op: &str, shape: String, uses: usize, forward: f64, backward: [f64; 2]| {
+        out.push(Row { op: op.into(), shape, uses: uses * steps, forward, backward });
+    };
+    for (i, &(a, bw, d, level)) in blocks.iter().enumerate() {
+        let (h, wd) = (grid.0 >> level, grid.1 >> level);
+        let e = a * u;
+        let p = d * (k - 1) / 2;
+        let (f, bk) = convolution(device, repeats, [b, a, h + 2 * p, wd + 2 * p], e, k, d)?;
+        add("conv k×k", format!("{a}→{e} d{d} {h}×{wd}"), 1, f, bk);
+        let (f, bk) = convolution(device, repeats, [b, e, h + 2 * p, wd + 2 * p], e, k, d)?;
+        add("conv k×k", format!("{e}→{e} d{d} {h}×{wd}"), 1, f, bk);
+        let (f, bk) = convolution(device, repeats, [b, e, h, wd], bw, 1, 1)?;
+        add("conv 1×1", format!("{e}→{bw} {h}×{wd}"), 1 + usize::from(a != bw), f, bk);
+        if config.norm == NormKind::Instance {
+            let (f, bk) = unary(device, repeats, [b, e, h, wd], |x| instance_norm(x, 1e-5))?;
+            add("instance norm", format!("{e} {h}×{wd}"), 2, f, [bk, 0.0]);
+        }
+        let (f, bk) = unary(device, repeats, [b, e, h, wd], capped_gelu)?;
+        add("capped GELU", format!("{e} {h}×{wd}"), 2, f, [bk, 0.0]);
+        let (f, bk) = unary(device, repeats, [b, a, h, wd], |x| pad_lonlat(x, p))?;
+        add("pad_lonlat", format!("{a} {h}×{wd} p{p}"), 1, f, [bk, 0.0]);
+        let (f, bk) = unary(device, repeats, [b, e, h, wd], |x| pad_lonlat(x, p))?;
+        add("pad_lonlat", format!("{e} {h}×{wd} p{p}"), 1, f, [bk, 0.0]);
+        if i < 4 {
+            let (f, bk) = unary(device, repeats, [b, bw, h, wd], |x| avg_pool2d(x, AvgPoolOptions::new([2, 2])))?;
+            add("avg pool 2×2", format!("{bw} {h}×{wd}"), 1, f, [bk, 0.0]);
+        }
+    }
+    for level in (0..4).rev() {
+        // After the middle block and each up block: level 3's width at 1/16 of the grid, ...
+        let c = w[level];
+        let (h, wd) = (grid.0 >> (level + 1), grid.1 >> (level + 1));
+        let (f, bk) = unary(device, repeats, [b, c, h, wd], |x| upsample(x, config.upsample))?;
+        add("upsample ×2", format!("{c} {h}×{wd}"), 1, f, [bk, 0.0]);
+    }
+    let (f, bk) = convolution(device, repeats, [b, w[0], grid.0 + 2, grid.1 + 2], outputs, 3, 1)?;
+    add("conv head 3×3", format!("{}→{outputs} {}×{}", w[0], grid.0, grid.1), 1, f, bk);
+    Ok(out)
+}
+
+pub(crate) fn main(args: &StepArgs) -> Res<()> {
+    let (ny, nx) = parse_grid(&args.grid)?;
+    let mut bench = Bench::new(args)?;
+    let device = bench.device().clone();
+    let repeats = args.repeats.max(1);
+    let phases = bench.phases(repeats)?;
+    let step: f64 = phases.iter().map(|(_, t)| t).sum();
+    println!(
+        "step phases ({} at {ny}×{nx}, batch {}, {} rollout steps, median of {repeats}):",
+        args.preset, args.batch, args.steps
+    );
+    for (name, t) in &phases {
+        println!("  {name:<22} {t:8.3} s  {:5.1} %", 100.0 * t / step);
+    }
+    let config = bench.config().clone();
+    let (inputs, outputs) = bench.channels();
+    let table = rows(&config, &device, repeats, args.batch, (ny, nx), inputs, outputs, args.steps)?;
+    let total: f64 = table.iter().map(|r| r.uses as f64 * (r.forward + r.backward[0] + r.backward[1])).sum();
+    println!(
+        "\n| operation | shape | uses per step | forward ms | data grad ms | weight grad ms | s per step | share of step |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut by_op: Vec<(String, f64)> = Vec::new();
+    for r in &table {
+        let per = r.uses as f64 * (r.forward + r.backward[0] + r.backward[1]);
+        println!(
+            "| {} | {} | {} | {:.1} | {:.1} | {} | {:.3} | {:.1} % |",
+            r.op,
+            r.shape,
+            r.uses,
+            1e3 * r.forward,
+            1e3 * r.backward[0],
+            if r.op.starts_with("conv") { format!("{:.1}", 1e3 * r.backward[1]) } else { "".into() },
+            per,
+            100.0 * per / step
+        );
+        let key = if r.op.starts_with("conv") {
+            vec![format!("{} forward", r.op), format!("{} data grad", r.op), format!("{} weight grad", r.op)]
+        } else {
+            vec![r.op.clone()]
+        };
+        let parts = if r.op.starts_with("conv") {
+            vec![r.forward, r.backward[0], r.backward[1]]
+        } else {
+            vec![r.forward + r.backward[0]]
+        };
+        for (k, t) in key.into_iter().zip(parts) {
+            match by_op.iter_mut().find(|(n, _)| *n == k) {
+                Some(e) => e.1 += r.uses as f64 * t,
+                None => by_op.push((k, r.uses as f64 * t)),
+            }
+        }
+    }
+    by_op.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("\n| operation (all shapes) | s per step | share of step |");
+    println!("|---|---|---|");
+    for (k, t) in &by_op {
+        println!("| {k} | {t:.3} | {:.1} % |", 100.0 * t / step);
+    }
+    println!("| **sum of the operations alone** | {total:.3} | {:.1} % |", 100.0 * total / step);
+    println!("| **measured step** | {step:.3} | 100 % |");
+    Ok(())
+}
