@@ -12,10 +12,10 @@
 
 use std::time::Instant;
 
-use burn::tensor::module::{avg_pool2d, conv2d};
-use burn::tensor::ops::{AvgPoolOptions, ConvOptions};
+use burn::tensor::module::avg_pool2d;
+use burn::tensor::ops::AvgPoolOptions;
 use burn::tensor::{Device, Distribution, Tensor};
-use om4_samudra::model::{capped_gelu, instance_norm, pad_lonlat, upsample};
+use om4_samudra::model::{capped_gelu, conv, instance_norm, pad_lonlat, upsample};
 use om4_samudra::{NormKind, SamudraConfig};
 
 use crate::step::{Bench, StepArgs, parse_grid};
@@ -76,14 +76,13 @@ fn convolution(
     d: usize,
 ) -> Res<(f64, [f64; 2])> {
     let plain = device.clone().inner();
-    let opts = || ConvOptions::new([1, 1], [0, 0], [d, d], 1);
     let run = |dev: &Device, gx: bool, gw: bool| -> Res<f64> {
         let x = normal([b, cin, h, w], dev);
         let wt = normal([cout, cin, k, k], dev);
         let bias = Tensor::<1>::zeros([cout], dev);
         let (x, wt) = (if gx { x.require_grad() } else { x }, if gw { wt.require_grad() } else { wt });
         clock(dev, repeats, || {
-            let y = conv2d(x.clone(), wt.clone(), Some(bias.clone()), opts()).sum();
+            let y = conv(x.clone(), wt.clone(), Some(bias.clone()), d).sum();
             if gx || gw {
                 drop(y.backward());
             } else {
@@ -131,7 +130,11 @@ fn rows(
         let (f, bk) = convolution(device, repeats, [b, e, h + 2 * p, wd + 2 * p], e, k, d)?;
         add("conv k×k", format!("{e}→{e} d{d} {h}×{wd}"), 1, f, bk);
         let (f, bk) = convolution(device, repeats, [b, e, h, wd], bw, 1, 1)?;
-        add("conv 1×1", format!("{e}→{bw} {h}×{wd}"), 1 + usize::from(a != bw), f, bk);
+        add("conv 1×1", format!("{e}→{bw} {h}×{wd}"), 1, f, bk);
+        if a != bw {
+            let (f, bk) = convolution(device, repeats, [b, a, h, wd], bw, 1, 1)?;
+            add("conv 1×1", format!("{a}→{bw} {h}×{wd} (skip)"), 1, f, bk);
+        }
         if config.norm == NormKind::Instance {
             let (f, bk) = unary(device, repeats, [b, e, h, wd], |x| instance_norm(x, 1e-5))?;
             add("instance norm", format!("{e} {h}×{wd}"), 2, f, [bk, 0.0]);

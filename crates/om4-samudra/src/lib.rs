@@ -21,8 +21,10 @@
 
 mod checkpoint;
 mod config;
+mod conv;
 mod ema;
 mod error;
+mod gelu;
 mod loss;
 pub mod model;
 mod parallel;

@@ -12,8 +12,11 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, InstanceNorm, InstanceNormConfig, PaddingConfig2d};
-use burn::tensor::module::{avg_pool2d, conv2d, interpolate};
-use burn::tensor::ops::{AvgPoolOptions, ConvOptions, InterpolateMode, InterpolateOptions};
+use burn::tensor::module::{avg_pool2d, interpolate};
+use burn::tensor::ops::{AvgPoolOptions, InterpolateMode, InterpolateOptions};
+
+pub use crate::conv::{conv, gemm_weight_gradient};
+pub use crate::gelu::capped_gelu;
 use burn::tensor::{Bool, Device, FloatDType, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
@@ -122,15 +125,32 @@ impl SamudraConfig {
 
 /// Circular padding of `p` along x (last axis) and zeros along y. Padding wider than the grid
 /// wraps around again (PyTorch refuses that case; it only arises on toy grids).
+///
+/// The usual case copies the edge columns beside the tensor (`cat`), whose backward takes views
+/// of the gradient; the wide case gathers columns by index (`select`), whose backward scatters.
+/// Both give the same tensor (`tests/model.rs`).
 pub fn pad_lonlat(x: Tensor<4>, p: usize) -> Tensor<4> {
     if p == 0 {
         return x;
     }
+    let [b, c, h, w] = x.dims();
+    let wide = if p <= w {
+        let left = x.clone().slice([0..b, 0..c, 0..h, w - p..w]);
+        let right = x.clone().slice([0..b, 0..c, 0..h, 0..p]);
+        Tensor::cat(vec![left, x, right], 3)
+    } else {
+        wrap_longitude(x, p)
+    };
+    wide.pad((0, 0, p, p), burn::tensor::ops::PadMode::Constant(0.0))
+}
+
+/// Columns `−p .. w + p` of `x`, each taken modulo `w`, by index: any `p` (no latitude padding).
+pub fn wrap_longitude(x: Tensor<4>, p: usize) -> Tensor<4> {
     let w = x.dims()[3];
     let device = x.device();
     let idx: Vec<i64> = (0..w + 2 * p).map(|i| ((i + w * p - p) % w) as i64).collect();
     let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [w + 2 * p]), &device);
-    x.select(3, idx).pad((0, 0, p, p), burn::tensor::ops::PadMode::Constant(0.0))
+    x.select(3, idx)
 }
 
 /// Bilinear ×2 upsampling (`align_corners = false`); zonally periodic: one column wrapped onto
@@ -180,11 +200,6 @@ pub fn trainable_params<M: Module>(module: &M) -> usize {
     let mut c = Count { path: Vec::new(), n: 0 };
     module.visit(&mut c);
     c.n
-}
-
-/// Exact GELU capped at 10.
-pub fn capped_gelu(x: Tensor<4>) -> Tensor<4> {
-    burn::tensor::activation::gelu(x).clamp_max(10.0)
 }
 
 /// The normalization of a block: batch, instance (no affine), or none.
@@ -246,13 +261,13 @@ pub fn batch_norm_train(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
 
 /// `conv` on `x`, or with `bf16` in bfloat16: input, weight and bias cast down as PyTorch's
 /// autocast does (the float32 weights stay the trained ones). Every convolution here is unpadded.
-fn convolve(conv: &Conv2d, x: Tensor<4>, bf16: bool) -> Tensor<4> {
+fn convolve(layer: &Conv2d, x: Tensor<4>, bf16: bool) -> Tensor<4> {
+    let (weight, bias) = (layer.weight.val(), layer.bias.as_ref().map(|b| b.val()));
+    let dilation = layer.dilation[0];
     if !bf16 {
-        return conv.forward(x);
+        return conv(x, weight, bias, dilation);
     }
-    let weight = conv.weight.val().cast(FloatDType::BF16);
-    let bias = conv.bias.as_ref().map(|b| b.val().cast(FloatDType::BF16));
-    conv2d(x.cast(FloatDType::BF16), weight, bias, ConvOptions::new(conv.stride, [0, 0], conv.dilation, conv.groups))
+    conv(x.cast(FloatDType::BF16), weight.cast(FloatDType::BF16), bias.map(|b| b.cast(FloatDType::BF16)), dilation)
 }
 
 /// `norm` on `x`; a bfloat16 input is normalized in float32 and cast back (statistics
@@ -363,7 +378,7 @@ impl Samudra {
         if bf16 {
             h = h.cast(FloatDType::F32);
         }
-        let y = self.head.forward(pad_lonlat(h, 1));
+        let y = convolve(&self.head, pad_lonlat(h, 1), false);
         let shape = y.shape();
         y.mask_fill(land.expand(shape), 0.0)
     }

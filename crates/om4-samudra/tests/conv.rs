@@ -1,0 +1,142 @@
+//! The network's fast paths against simple references: the convolutions (1×1 as a matrix
+//! product, k×k with the weight gradient as GEMMs) against float64 loops, forward and every
+//! gradient; the longitude padding by slices against the padding by index, and the capped GELU
+//! against its composition from Burn's operations, bit for bit.
+
+use burn::tensor::{Device, Distribution, Tensor, TensorData};
+use om4_samudra::model::{capped_gelu, conv, gemm_weight_gradient, pad_lonlat, wrap_longitude};
+
+fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().unwrap()
+}
+
+/// `y = conv(x, w) + b` (stride 1, unpadded, dilation `d`) and, for `L = Σ y·g`, the gradients
+/// of `x`, `w` and `b`, all in float64.
+#[allow(clippy::type_complexity)]
+fn reference(
+    x: &[f32],
+    [b, ci, h, w]: [usize; 4],
+    wt: &[f32],
+    [co, k]: [usize; 2],
+    bias: &[f32],
+    d: usize,
+    g: &[f32],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (ho, wo) = (h - d * (k - 1), w - d * (k - 1));
+    let (mut y, mut dx, mut dw, mut db) =
+        (vec![0f64; b * co * ho * wo], vec![0f64; x.len()], vec![0f64; wt.len()], vec![0f64; co]);
+    for n in 0..b {
+        for o in 0..co {
+            for yy in 0..ho {
+                for xx in 0..wo {
+                    let out = ((n * co + o) * ho + yy) * wo + xx;
+                    let gv = f64::from(g[out]);
+                    let mut acc = f64::from(bias[o]);
+                    for i in 0..ci {
+                        for ky in 0..k {
+                            for kx in 0..k {
+                                let xi = ((n * ci + i) * h + yy + ky * d) * w + xx + kx * d;
+                                let wi = ((o * ci + i) * k + ky) * k + kx;
+                                acc += f64::from(wt[wi]) * f64::from(x[xi]);
+                                dx[xi] += gv * f64::from(wt[wi]);
+                                dw[wi] += gv * f64::from(x[xi]);
+                            }
+                        }
+                    }
+                    y[out] = acc;
+                    db[o] += gv;
+                }
+            }
+        }
+    }
+    (y, dx, dw, db)
+}
+
+fn max_rel(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    got.iter().zip(want).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs())) / scale
+}
+
+/// Every convolution shape the network has (k×k with dilations 1 and 2, 1×1, batch 1 and 3)
+/// agrees with float64 within float32 rounding, forward and in all three gradients.
+#[test]
+fn convolutions_and_their_gradients_match_float64() {
+    let device = Device::flex().autodiff();
+    assert!(gemm_weight_gradient(&device), "the k×k weight gradient runs as GEMMs on flex with autodiff");
+    for (b, ci, co, k, d, h, w) in [(1, 5, 7, 3, 1, 9, 12), (3, 4, 6, 3, 2, 11, 10), (2, 6, 3, 1, 1, 5, 8)] {
+        let normal = Distribution::Normal(0.0, 1.0);
+        let x = Tensor::<4>::random([b, ci, h, w], normal, &device).require_grad();
+        let wt = Tensor::<4>::random([co, ci, k, k], normal, &device).require_grad();
+        let bias = Tensor::<1>::random([co], normal, &device).require_grad();
+        let y = conv(x.clone(), wt.clone(), Some(bias.clone()), d);
+        let g = Tensor::<4>::random(y.dims(), normal, &device);
+        let grads = (y.clone() * g.clone()).sum().backward();
+        let (xv, wv, bv, gv) =
+            (values(x.clone().inner()), values(wt.clone().inner()), values(bias.clone().inner()), values(g.inner()));
+        let (ry, rdx, rdw, rdb) = reference(&xv, [b, ci, h, w], &wv, [co, k], &bv, d, &gv);
+        let case = format!("b{b} {ci}→{co} k{k} d{d} {h}×{w}");
+        for (what, got, want) in [
+            ("output", values(y.inner()), ry),
+            ("x gradient", values(x.grad(&grads).unwrap()), rdx),
+            ("weight gradient", values(wt.grad(&grads).unwrap()), rdw),
+            ("bias gradient", values(bias.grad(&grads).unwrap()), rdb),
+        ] {
+            let err = max_rel(&got, &want);
+            assert!(err < 1e-5, "{case}: {what} off by {err:e} of its largest value");
+        }
+    }
+}
+
+/// Padding by slices gives the same tensor as padding by index, bit for bit, for every width
+/// from 1 to past the grid's, and the same input gradient: bit for bit while `2p ≤ w` (a column
+/// then gathers at most two terms, and their sum does not depend on the order), within float32
+/// rounding of the three-term sums when both edges take the same column.
+#[test]
+fn longitude_padding_by_slices_equals_padding_by_index() {
+    let device = Device::flex().autodiff();
+    let (h, w) = (4usize, 6usize);
+    for p in 1..=w + 2 {
+        let data: Vec<f32> = (0..2 * 3 * h * w).map(|i| ((i * 37) % 23) as f32 * 0.37 - 4.0).collect();
+        let a = Tensor::<4>::from_data(TensorData::new(data.clone(), [2, 3, h, w]), &device).require_grad();
+        let b = Tensor::<4>::from_data(TensorData::new(data, [2, 3, h, w]), &device).require_grad();
+        let by_slices = pad_lonlat(a.clone(), p);
+        let by_index = wrap_longitude(b.clone(), p).pad((0, 0, p, p), burn::tensor::ops::PadMode::Constant(0.0));
+        let weights = Tensor::<4>::random(by_slices.dims(), Distribution::Normal(0.0, 1.0), &device);
+        let bits = |t: Vec<f32>| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(values(by_slices.clone().inner())), bits(values(by_index.clone().inner())), "p = {p}");
+        let ga = (by_slices * weights.clone()).sum().backward();
+        let gb = (by_index * weights).sum().backward();
+        let (da, db) = (values(a.grad(&ga).unwrap()), values(b.grad(&gb).unwrap()));
+        if 2 * p <= w {
+            assert_eq!(bits(da), bits(db), "gradient, p = {p}");
+        } else {
+            for (u, v) in da.iter().zip(&db) {
+                assert!((u - v).abs() <= 4.0 * f32::EPSILON * u.abs().max(1.0), "gradient, p = {p}: {u} vs {v}");
+            }
+        }
+    }
+}
+
+/// The capped GELU's single parallel pass equals `gelu(x).clamp_max(10)` composed from Burn's
+/// operations bit for bit: values without autodiff, values and input gradients with it, on
+/// values across the cap (GELU reaches 10 just above x = 10) and a tensor larger than one task.
+#[test]
+fn capped_gelu_equals_the_composition_bit_for_bit() {
+    let n = 3 * (1 << 14) + 17;
+    let data: Vec<f32> = (0..n).map(|i| (i as f32 * 0.618_034).sin() * 12.0 + ((i % 7) as f32 - 3.0) * 0.25).collect();
+    assert!(data.iter().any(|&v| v > 10.5) && data.iter().any(|&v| v < -10.5));
+    let bits = |t: Vec<f32>| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let composed = |x: Tensor<4>| burn::tensor::activation::gelu(x).clamp_max(10.0);
+    let plain = Device::flex();
+    let x = Tensor::<4>::from_data(TensorData::new(data.clone(), [1, 1, 1, n]), &plain);
+    assert_eq!(bits(values(capped_gelu(x.clone()))), bits(values(composed(x))), "without autodiff");
+    let device = plain.autodiff();
+    let a = Tensor::<4>::from_data(TensorData::new(data.clone(), [1, 1, 1, n]), &device).require_grad();
+    let b = Tensor::<4>::from_data(TensorData::new(data, [1, 1, 1, n]), &device).require_grad();
+    let weights = Tensor::<4>::random([1, 1, 1, n], Distribution::Normal(0.0, 1.0), &device);
+    let (ya, yb) = (capped_gelu(a.clone()), composed(b.clone()));
+    assert_eq!(bits(values(ya.clone().inner())), bits(values(yb.clone().inner())), "with autodiff");
+    let (ga, gb) = ((ya * weights.clone()).sum().backward(), (yb * weights).sum().backward());
+    assert_eq!(bits(values(a.grad(&ga).unwrap())), bits(values(b.grad(&gb).unwrap())), "gradient");
+}
