@@ -24,7 +24,8 @@
 #   c. the demo trained 2 epochs on cuda and on cpu (train losses within 1e-3 relative), then v2
 #      at 1° (hist 1, 4 steps, batch 1 and 4, and 4 with --bf16): samples/s, data wait p50/p95 and
 #      share, peak GPU memory;
-#   e. upstream PyTorch Samudra's same v2 step on the same GPU, float32 and bf16 (scripts/gpu/torch_step.py);
+#   e. om4's v2 optimizer step against upstream PyTorch Samudra's on the same GPU, batch 1 and 4,
+#      float32 and bf16, in interleaved rounds (benches/step/step.py with scripts/gpu/torch_step.py);
 #   f. the Vulkan build of gpu_check trains the demo (Debian's libvulkan1 carried as a package).
 # Training rows report the first batch (kernel compilation, and autotune with the cuda/vulkan
 # features' burn/autotune) apart from the steady batches after it. cubecl keeps its autotune and
@@ -32,7 +33,7 @@
 # unpack that under target/ here and add target/environment to the next run's carry.
 # A dry run of `run` without a GPU (the plumbing; GPU rows then fail as they should):
 #   OM4_GPU_CHECK_DEVICE=cpu OM4_GPU_CHECK_MODEL=tiny OM4_GPU_CHECK_GRID=2deg \
-#   OM4_GPU_CHECK_PYTHON=target/torch-venv/bin/python OM4_GPU_CHECK_REPEATS=2 scripts/gpu-check.sh run
+#   OM4_GPU_CHECK_PYTHON=target/torch-venv/bin/python OM4_GPU_CHECK_ROUNDS=2 scripts/gpu-check.sh run
 # (a Python 3.12 with torch, e.g. a venv with torch==2.9.1 from PyPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -171,17 +172,19 @@ run() {
     else fail "c. $model $grid steps 4 batch $batch$extra" "$status" "exit $status: $(tail -2 "$log/v2-b$batch$tag.txt" | tr '\n' ' ')"; fi
   done
 
-  # e: upstream PyTorch's same step.
-  for batch in 1 4; do
-    for dtype in f32 bf16; do
-      out=$(part 180 "$python" scripts/gpu/torch_step.py --upstream-src "$work/src/src" --preset "$model" \
-        --batch "$batch" --steps 4 --dtype "$dtype" --device "$torch_device" --grid "$torch_grid" \
-        --repeats "${OM4_GPU_CHECK_REPEATS:-10}" 2> "$log/torch-b$batch-$dtype.txt")
-      status=$?
-      if [ "$status" = 0 ]; then row "e. pytorch $model batch $batch $dtype" INFO "$out"
-      else fail "e. pytorch $model batch $batch $dtype" "$status" "exit $status: $(tail -2 "$log/torch-b$batch-$dtype.txt" | tr '\n' ' ')"; fi
-    done
-  done
+  # e: om4's optimizer step against upstream PyTorch's on the same device, side by side in
+  # interleaved rounds (benches/step/step.py: both resident, warmed up, then alternating).
+  cases=()
+  for c in 1 4 4:bf16; do cases+=(--case "$model:$torch_grid:$c"); done
+  out=$(part 300 python3 benches/step/step.py --upstream-src "$work/src/src" --python "$python" \
+    --om4 "$work/bin/gpu_check" --device "$torch_device" --rounds "${OM4_GPU_CHECK_ROUNDS:-5}" \
+    --json "$log/step-bench.json" "${cases[@]}" 2> "$log/step-bench.txt")
+  status=$?
+  if [ "$status" = 0 ]; then
+    while IFS= read -r line; do
+      case "$line" in "| $model "*) row "e. step om4 vs pytorch" INFO "${line#| }";; esac
+    done <<< "$out"
+  else fail "e. step om4 vs pytorch" "$status" "exit $status: $(tail -2 "$log/step-bench.txt" | tr '\n' ' ')"; fi
   # f: the Vulkan build trains the demo (the loader from the carried Debian package).
   if [ "$dev" != cpu ]; then
     for f in "$carry"/gl/*.deb; do dpkg -x "$f" /; done

@@ -97,16 +97,17 @@ fn convolution(
 }
 
 /// The network's operations at their shapes, with their uses per forward pass.
-fn rows(
-    config: &SamudraConfig,
-    device: &Device,
-    repeats: usize,
+/// The step being profiled: batch, grid, the network's channels, rollout steps.
+struct Case {
     b: usize,
     grid: (usize, usize),
     inputs: usize,
     outputs: usize,
     steps: usize,
-) -> Res<Vec<Row>> {
+}
+
+fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) -> Res<Vec<Row>> {
+    let &Case { b, grid, inputs, outputs, steps } = case;
     let k = config.kernel_size;
     let w = config.ch_width;
     let u = config.upscale;
@@ -178,7 +179,8 @@ pub(crate) fn main(args: &StepArgs) -> Res<()> {
     }
     let config = bench.config().clone();
     let (inputs, outputs) = bench.channels();
-    let table = rows(&config, &device, repeats, args.batch, (ny, nx), inputs, outputs, args.steps)?;
+    let case = Case { b: args.batch, grid: (ny, nx), inputs, outputs, steps: args.steps };
+    let table = rows(&config, &device, repeats, &case)?;
     let total: f64 = table.iter().map(|r| r.uses as f64 * (r.forward + r.backward[0] + r.backward[1])).sum();
     println!(
         "\n| operation | shape | uses per step | forward ms | data grad ms | weight grad ms | s per step | share of step |"
@@ -223,5 +225,36 @@ pub(crate) fn main(args: &StepArgs) -> Res<()> {
     }
     println!("| **sum of the operations alone** | {total:.3} | {:.1} % |", 100.0 * total / step);
     println!("| **measured step** | {step:.3} | 100 % |");
+    ceiling(&device, repeats, &config, args.batch, (ny, nx), inputs)
+}
+
+/// The largest convolution's forward against the GEMM it amounts to (im2col's product,
+/// `(C_out, C_in·k²) × (C_in·k², H·W)` per sample) on the same backend: what a convolution built
+/// on that GEMM can reach.
+fn ceiling(
+    device: &Device,
+    repeats: usize,
+    config: &SamudraConfig,
+    b: usize,
+    (h, w): (usize, usize),
+    inputs: usize,
+) -> Res<()> {
+    let plain = device.clone().inner();
+    let (k, e) = (config.kernel_size, inputs * config.upscale);
+    let flops = 2.0 * (b * e * e * k * k * h * w) as f64;
+    let lhs = Tensor::<2>::random([e, e * k * k], Distribution::Normal(0.0, 1.0), &plain);
+    let rhs = Tensor::<2>::random([e * k * k, b * h * w], Distribution::Normal(0.0, 1.0), &plain);
+    let gemm = clock(&plain, repeats, || {
+        let _ = lhs.clone().matmul(rhs.clone()).slice([0..1, 0..1]).into_scalar::<f32>();
+    })?;
+    let (conv, _) = convolution(device, repeats, [b, e, h + k - 1, w + k - 1], e, k, 1)?;
+    println!(
+        "\nlargest convolution {e}→{e} {k}×{k} at {h}×{w}, batch {b}: {:.1} GFLOP; its GEMM alone {:.3} s ({:.0} GFLOP/s), the convolution's forward {:.3} s ({:.0} GFLOP/s)",
+        flops / 1e9,
+        gemm,
+        flops / gemm / 1e9,
+        conv,
+        flops / conv / 1e9
+    );
     Ok(())
 }

@@ -62,7 +62,7 @@ fn gelu_capped_grad(x: f32, g: f32) -> f32 {
 /// `f` of every element, in parallel, into a new contiguous tensor of the same shape.
 fn map(x: &FlexTensor, f: impl Fn(f32) -> f32 + Sync) -> FlexTensor {
     let x = x.to_contiguous();
-    let src: &[f32] = x.storage();
+    let src: &[f32] = x.as_slice().expect("a contiguous float32 tensor");
     let mut out = FlexTensor::empty(x.shape(), DType::F32);
     let dst: &mut [f32] = out.storage_mut();
     dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| {
@@ -94,7 +94,8 @@ impl Backward<Flex, 1> for CappedGelu {
         let grad = grads.consume::<Flex>(&ops.node);
         let Some(node) = node else { return };
         let (x, grad) = (ops.state.to_contiguous(), grad.to_contiguous());
-        let (src, g): (&[f32], &[f32]) = (x.storage(), grad.storage());
+        let (src, g): (&[f32], &[f32]) =
+            (x.as_slice().expect("a contiguous float32 tensor"), grad.as_slice().expect("a contiguous float32 tensor"));
         let mut out = FlexTensor::empty(x.shape(), DType::F32);
         let dst: &mut [f32] = out.storage_mut();
         dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK).zip(g.par_chunks(CHUNK))).for_each(|(d, (s, g))| {

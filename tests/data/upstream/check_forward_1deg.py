@@ -6,10 +6,20 @@ with Samudra's channel counts (77 prognostic + 3 boundary variables, hist 1: 160
 outputs), random weights with perturbed batch-norm statistics (as make_upstream_model.py does),
 saves them as safetensors with a random input and ocean mask, runs the float64 forward in torch,
 then om4's `samudra_forward` example on the same files, and prints
-max|om4 − ref| / max|ref| per preset (the bound is 1e-5). Not run in CI (torch, minutes of CPU).
+max|om4 − ref| / max|ref| per preset (the bound is 1e-5), beside torch's own float32 forward's
+error on the same case. Not run in CI (torch, minutes of CPU).
+
+Two cases (--case):
+- `nested` (the first): inputs 2·N(0, 1), nested ocean masks shared by the variables, weights
+  with perturbed batch-norm statistics;
+- `independent`: upstream's default initialization (seeded, nothing perturbed), standard-normal
+  inputs zeroed on land, one random land mask per channel covering 18–37 % of the cells (smooth
+  blobs: a coarse random field upsampled and thresholded at the channel's fraction; or with
+  `--masks cells` cell by cell).
 
     python check_forward_1deg.py --upstream-src /path/to/Samudra/src \
-        --forward-bin target/release/examples/samudra_forward [--presets tiny,v2_highres] [--work DIR]
+        --forward-bin target/release/examples/samudra_forward [--presets tiny,v2_highres] \
+        [--case nested|independent] [--masks blobs|cells] [--work DIR]
 """
 
 import argparse
@@ -44,6 +54,9 @@ def main() -> None:
     ap.add_argument("--upstream-src", default=os.environ.get("SAMUDRA_SRC", "/work/upstream-samudra/src"))
     ap.add_argument("--forward-bin", required=True)
     ap.add_argument("--presets", default="tiny,v1,v2,v2_highres")
+    ap.add_argument("--case", default="nested", choices=["nested", "independent"])
+    ap.add_argument("--masks", default="blobs", choices=["blobs", "cells"],
+                    help="independent case: land in smooth blobs, or cell by cell at random")
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
     spec = importlib.util.spec_from_file_location("make_upstream_model", HERE / "make_upstream_model.py")
@@ -63,15 +76,33 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="om4-1deg-"))
     work.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(mum.SEED)
-    x = torch.randn(1, prog_ch + bnd_ch, H, W, generator=gen, dtype=torch.float32) * 2.0
-    depth = torch.randn(H, W, generator=gen)
-    # Nested ocean masks, one per level of 19, shared by the variables; the first row is land.
-    levels = torch.stack([depth > -1.5 + 0.1 * k for k in range(19)])
-    levels[:, 0, :] = False
-    var_mask = torch.cat([levels, levels, levels, levels, levels[:1]])  # uo, vo, thetao, so, zos
-    label_mask = var_mask.repeat(HIST + 1, 1, 1)
     lat = torch.linspace(-89.5, 89.5, H, dtype=torch.float64)
     lon = torch.linspace(0.5, 359.5, W, dtype=torch.float64)
+    if args.case == "nested":
+        x = torch.randn(1, prog_ch + bnd_ch, H, W, generator=gen, dtype=torch.float32) * 2.0
+        depth = torch.randn(H, W, generator=gen)
+        # Nested ocean masks, one per level of 19, shared by the variables; the first row is land.
+        levels = torch.stack([depth > -1.5 + 0.1 * k for k in range(19)])
+        levels[:, 0, :] = False
+        var_mask = torch.cat([levels, levels, levels, levels, levels[:1]])  # uo, vo, thetao, so, zos
+        label_mask = var_mask.repeat(HIST + 1, 1, 1)
+    else:
+        n_vars = N_PROG + N_BND
+        if args.masks == "cells":
+            field = torch.rand(n_vars, H, W, generator=gen)
+        else:
+            coarse = torch.randn(n_vars, 1, H // 10, W // 10, generator=gen)
+            field = torch.nn.functional.interpolate(coarse, size=(H, W), mode="bilinear", align_corners=False)[:, 0]
+        land_share = 0.18 + 0.19 * torch.rand(n_vars, generator=gen)
+        cut = torch.stack([torch.quantile(f.flatten(), q) for f, q in zip(field, land_share)])
+        ocean = field > cut[:, None, None]  # (variables, H, W): True = ocean
+        # Inputs are time-major per variable set: [prog t0 | prog t1 | bnd t0 | bnd t1].
+        prog_mask, bnd_mask = ocean[:N_PROG].repeat(HIST + 1, 1, 1), ocean[N_PROG:].repeat(HIST + 1, 1, 1)
+        x = torch.randn(1, prog_ch + bnd_ch, H, W, generator=gen, dtype=torch.float32)
+        x = torch.where(torch.cat([prog_mask, bnd_mask])[None], x, 0.0)
+        label_mask = prog_mask
+        shares = 1 - ocean.float().mean(dim=(1, 2))
+        print(f"land share per channel {shares.min():.3f}-{shares.max():.3f}", flush=True)
     ctx = GridContext(label_mask, (lat, lon), (lat, lon))
     np.save(work / "input.npy", x.numpy())
     np.save(work / "mask.npy", label_mask.numpy())
@@ -79,14 +110,18 @@ def main() -> None:
     for name in args.presets.split(","):
         torch.manual_seed(mum.SEED)
         _, model = mum.build_model(PRESETS[name], grid=(H, W))
-        mum.perturb(model, gen)
+        if args.case == "nested":
+            mum.perturb(model, gen)
         model.eval()
         weights = work / f"{name}.safetensors"
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
+        with torch.no_grad():
+            ref32 = model.forward_once(x[:, :prog_ch], x[:, prog_ch:], ctx).numpy().astype(np.float64)
         t0 = time.time()
         with torch.no_grad():
             ref = fwd64(model.double(), x[:, :prog_ch].double(), x[:, prog_ch:].double(), ctx).numpy()
         t_torch = time.time() - t0
+        err32 = float(np.max(np.abs(ref32 - ref)) / np.max(np.abs(ref)))
         out = work / f"{name}_om4.npy"
         t0 = time.time()
         subprocess.run(
@@ -98,9 +133,10 @@ def main() -> None:
         t_om4 = time.time() - t0
         got = np.load(out).astype(np.float64)
         err = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
-        results[name] = {"relative_error": err, "torch_float64_s": round(t_torch, 1), "om4_s": round(t_om4, 1),
+        results[name] = {"case": args.case, "relative_error": err, "torch_float32_relative_error": err32,
+                         "torch_float64_s": round(t_torch, 1), "om4_s": round(t_om4, 1),
                          "n_parameters": sum(p.numel() for p in model.parameters())}
-        print(f"{name}: max|om4 - ref| / max|ref| = {err:.3e} (bound 1e-5) "
+        print(f"{name} ({args.case}): max|om4 - ref| / max|ref| = {err:.3e} (bound 1e-5), torch float32 {err32:.3e} "
               f"[torch float64 {t_torch:.0f} s, om4 {t_om4:.0f} s]", flush=True)
     (work / "results.json").write_text(json.dumps(results, indent=1))
     print(json.dumps(results))
