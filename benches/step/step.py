@@ -33,20 +33,27 @@ PYTHON_BASE = Path.home() / ".pyenv" / "versions" / "3.12.1" / "bin" / "python"
 DEFAULT_CASES = ["tiny:90x180:1", "tiny:180x360:1", "tiny:180x360:4", "v2:90x180:1"]
 
 
+# What upstream's model import needs besides torch and numpy, at the versions of its uv.lock.
+UPSTREAM_DEPS = ["xarray==2025.1.2", "zarr==2.18.7", "numcodecs==0.15.1", "dask==2025.2.0", "pandas==2.2.3",
+                 "cftime==1.6.4.post1", "einops==0.7.0", "jaxtyping==0.3.0", "pydantic==2.10.6",
+                 "pydantic-settings==2.8.1", "pyyaml==6.0.2", "xarray-einstats==0.8.0", "torchinfo==1.8.0",
+                 "scipy==1.15.2", "safetensors==0.6.2"]
+
+
 def torch_python(base: Path) -> Path:
-    """The venv's interpreter, made (torch 2.9.1, numpy 1.26.4, CPU) if missing."""
+    """The venv's interpreter, made (torch 2.9.1, numpy 1.26.4, upstream's imports) if missing.
+
+    PyPI's torch wheel loads its CUDA libraries even on the CPU, so the install is the whole
+    wheel with its nvidia-* dependencies (about 7 GB under target/)."""
     python = VENV / "bin" / "python"
-    check = [str(python), "-c", "import torch, numpy; assert torch.__version__.startswith('2.9.1')"]
+    check = [str(python), "-c", "import torch, numpy, xarray; assert torch.__version__.startswith('2.9.1')"]
     if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return python
     if not base.exists():
         sys.exit(f"no Python 3.12 at {base}: pass --python-base or --python")
     subprocess.run([str(base), "-m", "venv", str(VENV)], check=True)
-    pip = [str(python), "-m", "pip", "install", "-q"]
-    # The CPU step needs none of the CUDA wheels torch's default install pulls in.
-    subprocess.run(pip + ["--no-deps", "torch==2.9.1"], check=True)
-    subprocess.run(pip + ["numpy==1.26.4", "filelock", "typing-extensions", "sympy", "networkx", "jinja2",
-                          "fsspec"], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.9.1", "numpy==1.26.4", *UPSTREAM_DEPS],
+                   check=True)
     subprocess.run(check, check=True)
     return python
 

@@ -3,7 +3,12 @@
 //! - [`SamudraConfig`] and [`Samudra`]: the dilated ConvNeXt U-Net (`v1`, `v2`, `v2_highres`, `tiny`).
 //! - [`Trainer`]: rollout training from any `om4_pipeline::BatchSource` (an OM4 store by default) with masked per-channel MSE, Adam, cosine schedule, gradient
 //!   clipping and accumulation, a stop on a non-finite loss or gradient norm, dynamic loss weights,
-//!   EMA weights for validation, checkpoints.
+//!   EMA weights for validation, checkpoints. Its step's parts are public ([`LossTargets`],
+//!   [`gradients`], [`optimizer`]) for benchmarks and custom loops.
+//! - On Burn's CPU backend the network's hot spots run on om4's own paths: 1×1 convolutions as
+//!   matrix products, the k×k weight gradient as k² GEMMs ([`model::conv`]), the capped GELU as
+//!   one parallel pass ([`model::capped_gelu`]), longitude padding by slices; elsewhere Burn's
+//!   operations.
 //! - [`DataParallel`]: a trainer as one rank of a distributed run over any
 //!   `om4_pipeline::Collective` (MPI in om4-mpi): upstream's DDP schedule slice per rank and
 //!   gradients averaged in [`BUCKET_FLOATS`]-float buckets, or one process emulating such a run.
