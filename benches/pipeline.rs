@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use burn::tensor::Device;
 use criterion::{Criterion, criterion_group, criterion_main};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, EpochSummary, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
+use om4_burn::{BatchSource, EpochSummary, LoaderConfig, Om4Source, PrepareOn, SourceConfig, loader};
 use om4_store::{ReadPool, SynthCodec, SynthConfig, synthesize};
 
 fn pipeline(c: &mut Criterion) {
@@ -18,13 +18,13 @@ fn pipeline(c: &mut Criterion) {
     let cfg = SynthConfig { times: 33, codec: SynthCodec::BloscLz4, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).expect("synthesize");
     let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 19);
-    let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(2).expect("pool")).expect("source"));
+    let source = Arc::new(Om4Source::open(&config, ReadPool::new(2).expect("pool")).expect("source"));
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1).expect("spec"), source.time_len()).expect("space");
     let schedule = Schedule::training(1, 15, None).expect("schedule");
     let loader = |prefetch: usize, prepare_on: PrepareOn| {
         let lc =
             LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads: 2, prepare_on, ..LoaderConfig::default() };
-        Loader::new(Arc::clone(&source), space.clone(), schedule, lc, Device::flex())
+        loader(Arc::clone(&source), space.clone(), schedule, lc, Device::flex())
     };
     let mut group = c.benchmark_group("pipeline");
     group.sample_size(10);

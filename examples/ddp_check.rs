@@ -20,7 +20,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use burn::tensor::Device;
 use clap::Parser;
 use om4_burn::{LoaderConfig, Om4Source, SourceConfig};
 use om4_mpi::MpiCollective;
@@ -49,8 +48,8 @@ fn config() -> TrainConfig {
         steps: 2,
         grad_clip: 0.5,
         dynamic_loss_limit: Some(20.0),
-        train_time: (None, Some("1958-04-01".into())),
-        val_time: (Some("1958-03-01".into()), None),
+        train_time: "..1958-04-01".parse().unwrap(),
+        val_time: "1958-03-01..".parse().unwrap(),
         loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
         ..TrainConfig::default()
     }
@@ -88,9 +87,10 @@ fn train(
     parallel: DataParallel,
     exit_at: Option<usize>,
 ) -> Result<Trained, Box<dyn std::error::Error>> {
-    let src = Om4Source::open(source, None, None, ReadPool::new(2)?)?;
-    let mut trainer = Trainer::new(config(), model(), &src, Device::flex())?;
-    trainer.data_parallel(parallel)?;
+    let src = Om4Source::open(source, ReadPool::new(2)?)?;
+    let config = config();
+    let (train, val) = (Arc::new(src.with_range(&config.train_time)?), Arc::new(src.with_range(&config.val_time)?));
+    let mut trainer = Trainer::builder(config, model(), train, val).parallel(parallel).build()?;
     let report = trainer.run_epoch(|done, _, _, _| {
         if exit_at == Some(done) {
             eprintln!("exiting in the middle of the epoch, as asked (--exit-rank)");

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
+use om4_burn::{BatchSource, LoaderConfig, Om4Source, PrepareOn, SourceConfig, loader};
 use om4_store::{ReadPool, SynthConfig, synthesize};
 
 #[path = "common/demo.rs"]
@@ -82,7 +82,7 @@ fn values(t: burn::tensor::Tensor<4>) -> Result<Vec<u32>, Box<dyn std::error::Er
 }
 
 /// Every input and label of one epoch, as bits.
-fn epoch(loader: &Loader<Om4Source>) -> Result<Vec<Vec<u32>>, Box<dyn std::error::Error>> {
+fn epoch(loader: &om4_burn::Loader<Om4Source>) -> Result<Vec<Vec<u32>>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
     for batch in loader.epoch(1)? {
         for step in batch?.batch.steps {
@@ -105,7 +105,7 @@ fn prepare(device_name: &str, ny: usize, nx: usize) -> Result<bool, Box<dyn std:
             masked_fill_value: if normalize_before_mask { 0.0 } else { -3.5 },
             ..SourceConfig::samudra(paths.data.clone(), paths.means.clone(), paths.stds.clone(), 3)
         };
-        let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(4)?)?);
+        let source = Arc::new(Om4Source::open(&config, ReadPool::new(4)?)?);
         for (history, steps, stride) in [(0, 1, 1), (1, 2, 1), (1, 1, 2), (0, 2, 2)] {
             let space = SampleSpace::single(WindowSpec::new(history, steps, stride)?, source.time_len())?;
             let schedule = Schedule::training(3, 7, None)?;
@@ -117,7 +117,7 @@ fn prepare(device_name: &str, ny: usize, nx: usize) -> Result<bool, Box<dyn std:
                     prepare_on,
                     ..LoaderConfig::default()
                 };
-                Loader::new(Arc::clone(&source), space.clone(), schedule, config, device)
+                loader(Arc::clone(&source), space.clone(), schedule, config, device)
             };
             let on_device = epoch(&loader(PrepareOn::Device, device.clone()))?;
             let reference = epoch(&loader(PrepareOn::Host, burn::tensor::Device::flex()))?;

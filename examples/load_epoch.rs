@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use burn::tensor::Device;
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, EpochSummary, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
+use om4_burn::{BatchSource, EpochSummary, LoaderConfig, Om4Source, PrepareOn, SourceConfig, loader};
 use om4_store::ReadPool;
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -32,9 +32,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         prepare_on,
         ..LoaderConfig::default()
     };
-    let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(loading.max_concurrent_reads)?)?);
+    let source = Arc::new(Om4Source::open(&config, ReadPool::new(loading.max_concurrent_reads)?)?);
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1)?, source.time_len())?;
-    let loader = Loader::new(source, space, Schedule::training(batch, 15, None)?, loading, Device::flex());
+    let loader = loader(source, space, Schedule::training(batch, 15, None)?, loading, Device::flex());
     let mut telemetry = Vec::new();
     for b in loader.epoch(1)?.take(max_batches) {
         telemetry.push(b?.telemetry);

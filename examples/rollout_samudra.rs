@@ -22,7 +22,7 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use om4_batch::Roles;
 use om4_pipeline::{BatchSource, Om4Source, SourceConfig};
-use om4_samudra::{CheckpointEntry, SamudraConfig, load_upstream, rollout};
+use om4_samudra::{SamudraConfig, load_upstream, rollout};
 use om4_store::{PlaneWriter, ReadPool, TimeCoordinate};
 
 #[path = "common/demo.rs"]
@@ -43,7 +43,7 @@ struct Args {
     /// Levels of the depth variables (Samudra's channel names; 3 for the demo store).
     #[arg(long)]
     levels: Option<usize>,
-    /// Upstream or om4-saved weights (.safetensors, or a .pt checkpoint's "model" entry).
+    /// Upstream or om4-saved weights: .safetensors, or a .pt/.pth whole checkpoint or bare state_dict.
     #[arg(long)]
     weights: PathBuf,
     /// tiny, v1, v2, v2_highres.
@@ -53,7 +53,7 @@ struct Args {
     hist: usize,
     /// First date of the initial state (Julian date at 12:00, as Samudra's bounds).
     #[arg(long)]
-    start: String,
+    start: om4_store::JulianDate,
     /// Model steps (each predicts hist + 1 states).
     #[arg(long)]
     steps: usize,
@@ -80,16 +80,16 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let means = location(&a.means)?.unwrap_or_else(|| data.sibling("OM4_means.zarr"));
     let stds = location(&a.stds)?.unwrap_or_else(|| data.sibling("OM4_stds.zarr"));
     let config = SourceConfig::samudra(data.clone(), means, stds, levels);
-    let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(8)?)?);
+    let source = Arc::new(Om4Source::open(&config, ReadPool::new(8)?)?);
     let axis = source.store().time().ok_or("the store has no time coordinate")?;
-    let first = source.store().select(Some(&a.start), None)?.rows.start;
+    let first = source.store().select(&om4_store::DateRange::from(a.start))?.rows.start;
     let states = a.hist + 1;
     let channels = source.channels();
     let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
     let model_config = SamudraConfig::named(&a.model).ok_or_else(|| format!("unknown model {:?}", a.model))?;
     let device = Device::flex();
     let mut model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);
-    load_upstream(&mut model, &a.weights, CheckpointEntry::Model)?;
+    load_upstream(&mut model, &a.weights)?;
 
     // The predicted steps' own time values, units and calendar.
     let spec = om4_batch::WindowSpec::new(a.hist, a.steps, 1)?;

@@ -7,14 +7,14 @@
 //! `input.npy` is `(1, N, H, W)` float32; `mask.npy` is `(M, H, W)` boolean (or 0/1 integers)
 //! in upstream's convention (true = ocean; the output is 0 where false); `output.npy` is written
 //! `(1, M, H, W)` float32. Batch norm runs in inference mode. Weights: `.safetensors`, or a
-//! `.pt`/`.pth` checkpoint (`--entry model`, the default, or `--entry state-dict` for a bare
-//! `state_dict`), with or without DDP's `module.` prefix, or the 2024 flat `layers.N` layout.
+//! `.pt`/`.pth` file holding a whole checkpoint (its `"model"` entry) or a bare `state_dict`
+//! (told apart by that key), with or without DDP's `module.` prefix, or the 2024 flat `layers.N` layout.
 
 use std::path::{Path, PathBuf};
 
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use clap::Parser;
-use om4_samudra::{CheckpointEntry, SamudraConfig, load_upstream};
+use om4_samudra::{SamudraConfig, load_upstream};
 
 #[derive(Parser, Debug)]
 #[command(about = "One Samudra forward pass with upstream weights on .npy input")]
@@ -34,9 +34,6 @@ struct Args {
     mask: PathBuf,
     #[arg(long)]
     out: PathBuf,
-    /// For .pt files: `model` (a whole checkpoint's "model" entry) or `state-dict`.
-    #[arg(long, default_value = "model")]
-    entry: String,
 }
 
 /// A NumPy 1.0 array: values as f32 (from `<f4`, `<f8`, `|b1`, `|u1`, `<i8`) and its shape.
@@ -93,11 +90,6 @@ fn write_npy(path: &Path, shape: &[usize], values: &[f32]) -> std::io::Result<()
 
 fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let config = SamudraConfig::named(&a.model).ok_or_else(|| format!("unknown model {:?}", a.model))?;
-    let entry = match a.entry.as_str() {
-        "model" => CheckpointEntry::Model,
-        "state-dict" => CheckpointEntry::StateDict,
-        other => return Err(format!("--entry {other:?}: model or state-dict").into()),
-    };
     let (x, shape) = read_npy(&a.input)?;
     let (mask, mask_shape) = read_npy(&a.mask)?;
     if shape.len() != 4 || shape[0] != 1 || shape[1] != a.in_channels {
@@ -109,7 +101,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let device = Device::flex();
     let mut model = config.init(a.in_channels, a.out_channels, &device);
-    load_upstream(&mut model, &a.weights, entry)?;
+    load_upstream(&mut model, &a.weights)?;
     let x = Tensor::<4>::from_data(TensorData::new(x, [1, a.in_channels, h, w]), &device);
     let land: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
     let land = Tensor::<4, Bool>::from_data(TensorData::new(land, [1, a.out_channels, h, w]), &device);

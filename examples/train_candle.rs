@@ -14,7 +14,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{AdamW, Conv2d, Conv2dConfig, Optimizer, ParamsAdamW, VarBuilder, VarMap, conv2d};
 use clap::Parser;
 use om4_batch::{Roles, SampleSpace, Schedule, WindowSpec};
-use om4_candle::{Loader, label_mask};
+use om4_candle::{label_mask, loader};
 use om4_pipeline::{BatchSource, EpochSummary, LoaderConfig, Om4Source, SourceConfig};
 use om4_store::ReadPool;
 
@@ -36,9 +36,10 @@ struct Args {
     batch_size: usize,
     #[arg(long, default_value_t = 3e-3)]
     learning_rate: f64,
-    /// Training uses the steps before this date, validation the rest.
+    /// Training uses the steps up to this date (12:00, included), validation the steps from it on
+    /// (both splits hold that day, as Samudra's splits that share a bound).
     #[arg(long, default_value = "1959-07-01")]
-    split: String,
+    split: om4_store::JulianDate,
 }
 
 /// conv 3×3 → GELU → conv 3×3 → GELU → conv 1×1.
@@ -83,18 +84,17 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let config =
         SourceConfig::samudra(data.clone(), data.sibling("OM4_means.zarr"), data.sibling("OM4_stds.zarr"), args.levels);
     let loading = LoaderConfig::default();
-    let store = Om4Source::open(&config, None, None, ReadPool::new(loading.max_concurrent_reads)?)?;
-    let train = Arc::new(store.with_range(None, Some(&args.split))?);
-    let val = Arc::new(store.with_range(Some(&args.split), None)?);
+    let store = Om4Source::open(&config, ReadPool::new(loading.max_concurrent_reads)?)?;
+    let train = Arc::new(store.with_range(&om4_store::DateRange::until(args.split))?);
+    let val = Arc::new(store.with_range(&om4_store::DateRange::from(args.split))?);
     let spec = WindowSpec::new(0, 1, 1)?;
     let grid = train.grid();
     let channels = train.channels();
     let (c_prog, c_in) = (channels[Roles::PROGNOSTIC], channels.iter().sum::<usize>());
     let space = SampleSpace::single(spec, train.time_len())?;
-    let loader = Loader::new(train, space, Schedule::training(args.batch_size, 15, None)?, loading, Device::Cpu);
+    let train_loader = loader(train, space, Schedule::training(args.batch_size, 15, None)?, loading, Device::Cpu);
     let val_space = SampleSpace::single(spec, val.time_len())?;
-    let val_loader =
-        Loader::new(val, val_space, Schedule::validation(args.batch_size, 15, None)?, loading, Device::Cpu);
+    let val_loader = loader(val, val_space, Schedule::validation(args.batch_size, 15, None)?, loading, Device::Cpu);
 
     let device = Device::Cpu;
     let mask = label_mask(&store.normalizations()[Roles::PROGNOSTIC], 1, grid, &device)?;
@@ -114,12 +114,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         grid.y,
         grid.x,
         args.batch_size,
-        loader.len()
+        train_loader.len()
     );
     for epoch in 1..=args.epochs {
         let t0 = Instant::now();
         let (mut sum, mut n, mut telemetry) = (0.0f64, 0usize, Vec::new());
-        for batch in loader.epoch(epoch as u64)? {
+        for batch in train_loader.epoch(epoch as u64)? {
             let batch = batch?;
             let step = &batch.batch.steps[0];
             let loss = loss_of(&step.input, &step.label)?;

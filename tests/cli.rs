@@ -196,7 +196,7 @@ fn stats_writes_statistics_the_loader_reads() {
         assert_eq!(row["mean"].as_f64().unwrap() as f32, *r);
         assert!(row["count"].as_u64().unwrap() > 0);
     }
-    let empty = om4(&["stats", &store, "--out", out_dir.to_str().unwrap(), "--force", "--start", "2100-01-01"]);
+    let empty = om4(&["stats", &store, "--out", out_dir.to_str().unwrap(), "--force", "--time", "2100-01-01.."]);
     assert_eq!(empty.status.code(), Some(1), "an empty time range is an error");
     // Existing statistics (the synthetic store's own, beside it) are replaced only with --force.
     let beside = dir.path().to_str().unwrap();

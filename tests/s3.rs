@@ -205,11 +205,11 @@ fn the_s3_store_source_conforms() {
     use om4_batch::{SampleSpace, Schedule, WindowSpec};
     use om4_pipeline::conformance::{Intercept, check_source, epoch_bits, naive_store_truth};
     use om4_pipeline::{BatchSource, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
-    use om4_store::{ReadPool, S3Location, StoreLocation, SynthConfig, SynthFormat, SynthLayout};
+    use om4_store::{ReadPool, S3Location, StoreLocation, SynthConfig, SynthLayout, ZarrFormat};
 
     let Some(endpoint) = endpoint("conformance") else { return };
     for (layout, format, shard) in
-        [(SynthLayout::Flat, SynthFormat::V2, None), (SynthLayout::Compact, SynthFormat::V3, Some(4))]
+        [(SynthLayout::Flat, ZarrFormat::V2, None), (SynthLayout::Compact, ZarrFormat::V3, Some(4))]
     {
         let dir = tempfile::tempdir().unwrap();
         let cfg = SynthConfig { ny: 6, nx: 10, times: 16, levels: 2, layout, format, shard, ..SynthConfig::default() };
@@ -227,7 +227,10 @@ fn the_s3_store_source_conforms() {
         };
         let remote = SourceConfig::samudra(at("OM4.zarr"), at("OM4_means.zarr"), at("OM4_stds.zarr"), 2);
         let local = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
-        let source = Om4Source::open(&remote, Some("1958-01-11"), None, ReadPool::new(2).unwrap()).unwrap();
+        let source = Om4Source::open(&remote, ReadPool::new(2).unwrap())
+            .unwrap()
+            .with_range(&"1958-01-11..".parse().unwrap())
+            .unwrap();
         let truth = naive_store_truth(&source, &local).unwrap();
         let source = Arc::new(source);
         check_source(Arc::clone(&source), &truth).unwrap_or_else(|e| panic!("{layout:?} {format:?}: {e}"));

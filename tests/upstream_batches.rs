@@ -65,10 +65,12 @@ fn om4_batch(case: &Value, out: &Path) -> std::process::Output {
         format!("--batch-size={}", arg(case, "batch_size")),
         format!("--seed={}", arg(case, "seed")),
         format!("--epoch={}", arg(case, "epoch")),
-        format!("--train-start={}", case["train_time"]["start"].as_str().unwrap()),
-        format!("--train-end={}", case["train_time"]["end"].as_str().unwrap()),
-        format!("--val-start={}", case["val_time"]["start"].as_str().unwrap()),
-        format!("--val-end={}", case["val_time"]["end"].as_str().unwrap()),
+        format!(
+            "--train={}..{}",
+            case["train_time"]["start"].as_str().unwrap(),
+            case["train_time"]["end"].as_str().unwrap()
+        ),
+        format!("--val={}..{}", case["val_time"]["start"].as_str().unwrap(), case["val_time"]["end"].as_str().unwrap()),
         format!("--fill={}", arg(case, "masked_fill_value")),
         format!("--batches={}", case["batches_written"].as_u64().unwrap().max(1)),
         "--threads=2".into(),

@@ -1,16 +1,13 @@
 //! The training job of `train_samudra` (and of `gpu_check train`, so that one GPU binary carries
 //! both): command line, configuration file in Samudra's words, and the epoch loop.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use burn::tensor::Device;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use om4_burn::{LoaderConfig, Om4Source, SourceConfig};
-use om4_samudra::{SamudraConfig, TrainConfig, Trainer};
-use om4_store::ReadPool;
-use serde::Deserialize;
+use om4_samudra::{RunConfig, TrainConfig, Trainer};
 
 /// The command line of `train_samudra` (and of `gpu_check train`).
 #[derive(Parser, Debug)]
@@ -76,80 +73,23 @@ pub(crate) struct Args {
     shard_width: Option<usize>,
 }
 
-/// The configuration file, in Samudra's words.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct FileConfig {
-    experiment: Experiment,
-    data: Data,
-    train: Train,
-    model: Model,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct Experiment {
-    rand_seed: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct Data {
-    data_location: Option<om4_store::StoreLocation>,
-    data_means_location: Option<om4_store::StoreLocation>,
-    data_stds_location: Option<om4_store::StoreLocation>,
-    hist: Option<usize>,
-    prognostic: Option<Vec<String>>,
-    boundary: Option<Vec<String>>,
-    normalize_before_mask: Option<bool>,
-    masked_fill_value: Option<f32>,
-    train_time: Option<Span>,
-    val_time: Option<Span>,
-    loading: Option<LoaderConfig>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Span {
-    start: Option<String>,
-    end: Option<String>,
-}
-
-/// `steps = 4` or, as upstream's curriculum, `steps = [1, 2, 4]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum StepsSetting {
-    One(usize),
-    Curriculum(Vec<usize>),
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct Train {
-    epochs: Option<usize>,
-    learning_rate: Option<f64>,
-    batch_size: Option<usize>,
-    /// One rollout length, or upstream's curriculum list (with `step_transition`).
-    steps: Option<StepsSetting>,
-    /// Epochs at which the curriculum takes its next length.
-    step_transition: Option<Vec<usize>>,
-    data_stride: Option<usize>,
-    grad_accumulation: Option<usize>,
-    /// Samudra's dynamic loss weights with this limit (v2 configs use 20).
-    dynamic_loss_limit: Option<f32>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct Model {
-    name: Option<String>,
-    use_bfloat16: Option<bool>,
-}
-
-fn read_config(path: &Path) -> Result<FileConfig, Box<dyn std::error::Error>> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let is_yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
-    Ok(if is_yaml { serde_yaml::from_str(&text)? } else { toml::from_str(&text)? })
+/// The demo's run: the store at `paths`, split at 1959-07-01 (both splits hold that day), and,
+/// unless the configuration says otherwise, 6 epochs of 2 rollout steps at learning rate 2e-3.
+pub(crate) fn demo_run(
+    run: &mut om4_samudra::RunConfig,
+    paths: om4_store::SynthPaths,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let source = &mut run.data.source;
+    source.data_location = Some(paths.data.into());
+    source.data_means_location = Some(paths.means.into());
+    source.data_stds_location = Some(paths.stds.into());
+    let split = "1959-07-01".parse()?;
+    (source.train_time, source.val_time) = (om4_store::DateRange::until(split), om4_store::DateRange::from(split));
+    let train = &mut run.train;
+    train.epochs.get_or_insert(6);
+    train.learning_rate.get_or_insert(2e-3);
+    train.steps.get_or_insert(om4_samudra::Steps::One(2));
+    Ok(())
 }
 
 /// A device by name: `cpu`, `cuda` or `cuda:N`, `vulkan` (wgpu's default: the high-power GPU,
@@ -275,101 +215,59 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
 
 fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn std::error::Error>> {
     let quiet = parallel.rank() != 0;
-    let file = match &args.config {
-        Some(p) => read_config(p)?,
-        None => FileConfig::default(),
+    let mut run = match &args.config {
+        Some(p) => RunConfig::from_file(p)?,
+        None => RunConfig::default(),
     };
-    let demo = args.store.is_none() && file.data.data_location.is_none();
-    let (data, means, stds) = if demo {
+    // A command-line path may be an s3:// URL (options from the AWS_* environment variables);
+    // the config file also takes Samudra's `{type: s3, ...}` tables.
+    let source = &mut run.data.source;
+    if let Some(p) = &args.store {
+        source.data_location = Some(om4_store::StoreLocation::from_path(p)?);
+    }
+    if let Some(p) = &args.means {
+        source.data_means_location = Some(om4_store::StoreLocation::from_path(p)?);
+    }
+    if let Some(p) = &args.stds {
+        source.data_stds_location = Some(om4_store::StoreLocation::from_path(p)?);
+    }
+    if source.data_location.is_none() {
         // Rank 0 writes the demo store (once); the other ranks wait until it has.
         let p = if quiet { om4_store::SynthPaths::under(&crate::demo::demo_dir()) } else { crate::demo::demo_store()? };
         if let om4_samudra::DataParallel::Rank(c) = &parallel {
             om4_pipeline::Collective::all_reduce_f64(c.as_ref(), &mut [0.0], om4_pipeline::ReduceOp::Sum)?;
         }
-        (p.data.into(), p.means.into(), p.stds.into())
-    } else {
-        // A command-line path may be an s3:// URL (options from the AWS_* environment variables);
-        // the config file also takes Samudra's `{type: s3, ...}` tables.
-        let given = |arg: &Option<PathBuf>, file: &Option<om4_store::StoreLocation>| match arg {
-            Some(p) => om4_store::StoreLocation::from_path(p).map(Some),
-            None => Ok(file.clone()),
-        };
-        let data = given(&args.store, &file.data.data_location)?.expect("checked above");
-        let means = given(&args.means, &file.data.data_means_location)?.unwrap_or(data.sibling("OM4_means.zarr"));
-        let stds = given(&args.stds, &file.data.data_stds_location)?.unwrap_or(data.sibling("OM4_stds.zarr"));
-        (data, means, stds)
-    };
-    // Samudra's channels for as many levels as the store has (19 for OM4; the demo's 3): the store
-    // is opened once more to count them, unless the file lists both channel sets itself.
-    let levels = match (&file.data.prognostic, &file.data.boundary) {
-        _ if demo => 3,
-        (Some(_), Some(_)) => 19, // unused: the file's lists replace Samudra's below
-        _ => om4_store::Om4Store::open_location(&data)?.levels().map_or(19, <[f64]>::len),
-    };
-    let channels = SourceConfig::samudra(data, means, stds, levels);
-    let source_config = SourceConfig {
-        prognostic: file.data.prognostic.clone().unwrap_or(channels.prognostic.clone()),
-        boundary: file.data.boundary.clone().unwrap_or(channels.boundary.clone()),
-        normalize_before_mask: file.data.normalize_before_mask.unwrap_or(true),
-        masked_fill_value: file.data.masked_fill_value.unwrap_or(0.0),
-        ..channels
-    };
-    let loading = file.data.loading.unwrap_or_default();
-    let pool = ReadPool::new(loading.max_concurrent_reads)?;
-    let source = Om4Source::open(&source_config, None, None, pool)?;
-
-    let defaults = TrainConfig::default();
-    let span = |s: &Option<Span>| s.as_ref().map_or((None, None), |s| (s.start.clone(), s.end.clone()));
-    let (train_time, val_time) = if demo {
-        ((None, Some("1959-07-01".to_string())), (Some("1959-07-01".to_string()), None))
-    } else {
-        (span(&file.data.train_time), span(&file.data.val_time))
-    };
-    let config = TrainConfig {
-        epochs: args.epochs.or(file.train.epochs).unwrap_or(if demo { 6 } else { defaults.epochs }),
-        learning_rate: file.train.learning_rate.unwrap_or(if demo { 2e-3 } else { defaults.learning_rate }),
-        batch_size: args.batch_size.or(file.train.batch_size).unwrap_or(defaults.batch_size),
-        hist: args.history.or(file.data.hist).unwrap_or(defaults.hist),
-        steps: args
-            .steps
-            .or(match &file.train.steps {
-                Some(StepsSetting::One(n)) => Some(*n),
-                Some(StepsSetting::Curriculum(list)) => list.first().copied(),
-                None => None,
-            })
-            .unwrap_or(if demo { 2 } else { defaults.steps }),
-        curriculum_steps: match (&file.train.steps, args.steps) {
-            (Some(StepsSetting::Curriculum(list)), None) => list.clone(),
-            _ => Vec::new(),
-        },
-        step_transition: file.train.step_transition.clone().unwrap_or_default(),
-        data_stride: file.train.data_stride.unwrap_or(1),
-        grad_accumulation: file.train.grad_accumulation.unwrap_or(1),
-        rand_seed: file.experiment.rand_seed.unwrap_or(defaults.rand_seed),
-        dynamic_loss_limit: file.train.dynamic_loss_limit,
-        train_time,
-        val_time,
-        loading,
-        ..defaults
-    };
-    let model_name = args.model.clone().or(file.model.name.clone()).unwrap_or_else(|| "tiny".into());
-    let model = SamudraConfig {
-        use_bfloat16: args.bf16 || file.model.use_bfloat16.unwrap_or(false),
-        ..SamudraConfig::named(&model_name)
-            .ok_or_else(|| format!("unknown model {model_name:?} (tiny, v1, v2, v2_highres)"))?
-    };
+        demo_run(&mut run, p)?;
+    }
+    let t = &mut run.train;
+    t.epochs = args.epochs.or(t.epochs);
+    t.batch_size = args.batch_size.or(t.batch_size);
+    if let Some(n) = args.steps {
+        (t.steps, t.step_transition) = (Some(om4_samudra::Steps::One(n)), None);
+    }
+    run.data.hist = args.history.unwrap_or(run.data.hist);
+    run.model.name = args.model.clone().or(run.model.name.take());
+    if args.bf16 {
+        run.model.use_bfloat16 = Some(true);
+    }
+    let config = run.train_config()?;
+    let model = run.model_config()?;
+    let model_name = run.model.name.clone().unwrap_or_else(|| "tiny".into());
+    // The store opens once: its levels resolve Samudra's channels, and both splits share it.
+    let splits = run.data.open()?;
     // On CUDA, the loaders stage batches in pinned host memory that cubecl DMAs without a copy.
     #[cfg(feature = "cuda")]
     let staging = if args.device == "cuda" { om4_burn::BufferPool::pinned(0)? } else { om4_burn::BufferPool::new() };
     #[cfg(not(feature = "cuda"))]
     let staging = om4_burn::BufferPool::new();
+    let grid = om4_burn::BatchSource::grid(&splits.train);
     let header = format!(
         "training {model_name} on {} ({} prognostic + {} boundary channels, {}×{}), hist {}, steps {}, batch {}",
-        source_config.data,
-        source_config.prognostic.len(),
-        source_config.boundary.len(),
-        om4_burn::BatchSource::grid(&source).y,
-        om4_burn::BatchSource::grid(&source).x,
+        splits.spec.data,
+        splits.spec.prognostic.len(),
+        splits.spec.boundary.len(),
+        grid.y,
+        grid.x,
         config.hist,
         config.steps,
         config.batch_size,
@@ -383,21 +281,29 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         // The planes of both splits, spread over the ranks' memory (DDStore); collective.
         let world = mpi::topology::SimpleCommunicator::world();
         let options = om4_mpi::ShardOptions { width: args.shard_width, ..Default::default() };
-        let split = |(start, end): &(Option<String>, Option<String>)| -> Result<_, Box<dyn std::error::Error>> {
-            let selection = source.with_range(start.as_deref(), end.as_deref())?;
-            Ok(std::sync::Arc::new(om4_mpi::ShardedSource::new(&world, &selection, &options)?))
+        let split = |selection: &om4_burn::Om4Source| -> Result<_, Box<dyn std::error::Error>> {
+            Ok(std::sync::Arc::new(om4_mpi::ShardedSource::new(&world, selection, &options)?))
         };
-        let (train_src, val_src) = (split(&config.train_time)?, split(&config.val_time)?);
+        let (train_src, val_src) = (split(&splits.train)?, split(&splits.val)?);
         if !quiet {
             println!(
                 "planes of both splits sharded over the ranks' memory: this rank filled {:.2} s",
                 train_src.fill_time().as_secs_f64() + val_src.fill_time().as_secs_f64()
             );
         }
-        let trainer = Trainer::from_sources(config.clone(), model, train_src, val_src, device, staging)?;
+        let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
+            .device(device)
+            .staging(staging)
+            .parallel(parallel.clone())
+            .build()?;
         return drive(trainer, &args, parallel, &config, header);
     }
-    let trainer = Trainer::with_staging(config.clone(), model, &source, device, staging)?;
+    let (train_src, val_src) = (std::sync::Arc::new(splits.train), std::sync::Arc::new(splits.val));
+    let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
+        .device(device)
+        .staging(staging)
+        .parallel(parallel.clone())
+        .build()?;
     drive(trainer, &args, parallel, &config, header)
 }
 
@@ -412,7 +318,6 @@ fn drive<S: om4_burn::BatchSource>(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let quiet = parallel.rank() != 0;
     let world = parallel.world_size();
-    trainer.data_parallel(parallel)?;
     if let Some(every) = args.checkpoint_every {
         let dir = args.checkpoint_dir.as_ref().ok_or("--checkpoint-every needs --checkpoint-dir")?;
         trainer.checkpoint_every(dir, every)?;

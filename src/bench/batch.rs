@@ -59,7 +59,7 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
     let config =
         SourceConfig::samudra(data.clone(), data.sibling("OM4_means.zarr"), data.sibling("OM4_stds.zarr"), a.levels);
     let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
-    let source = Arc::new(Om4Source::open(&config, None, None, pool)?);
+    let source = Arc::new(Om4Source::open(&config, pool)?);
     // A remote store's requests: opening the store (its statistics stores not counted), then per
     // timed batch.
     let open_requests = source.store().request_counts();

@@ -57,16 +57,13 @@ pub(crate) struct BatchArgs {
     /// The validation split and sampler (steps = 1).
     #[arg(long)]
     validation: bool,
-    /// Training split, Julian dates at 12:00, both ends included (upstream's rule).
-    #[arg(long)]
-    train_start: Option<String>,
-    #[arg(long)]
-    train_end: Option<String>,
+    /// Training split, `START..END`: Julian dates at 12:00, both ends included (upstream's rule);
+    /// either end may be left open.
+    #[arg(long, value_name = "START..END", default_value = "..")]
+    train: om4_store::DateRange,
     /// Validation split, likewise.
-    #[arg(long)]
-    val_start: Option<String>,
-    #[arg(long)]
-    val_end: Option<String>,
+    #[arg(long, value_name = "START..END", default_value = "..")]
+    val: om4_store::DateRange,
     /// Mask, then normalize (upstream's `normalize_before_mask: false`).
     #[arg(long)]
     normalize_after_mask: bool,
@@ -101,9 +98,9 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
         normalize_before_mask: !a.normalize_after_mask,
         masked_fill_value: a.fill,
     };
-    let (start, end) = if a.validation { (&a.val_start, &a.val_end) } else { (&a.train_start, &a.train_end) };
+    let range = if a.validation { &a.val } else { &a.train };
     let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
-    let source = Arc::new(Om4Source::open(&config, start.as_deref(), end.as_deref(), pool)?);
+    let source = Arc::new(Om4Source::open(&config, pool)?.with_range(range)?);
     let steps = if a.validation { 1 } else { a.steps };
     let space = SampleSpace::single(WindowSpec::new(a.history, steps, a.stride)?, source.time_len())?;
     let ddp = a.world_size.map(|world_size| Ddp { world_size, rank: a.rank });

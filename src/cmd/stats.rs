@@ -23,12 +23,10 @@ pub(crate) struct StatsArgs {
     /// Comma-separated channels (default: all).
     #[arg(long, value_delimiter = ',')]
     channels: Vec<String>,
-    /// First date of the time range (12:00, included, as Samudra's splits), e.g. 1958-01-01.
-    #[arg(long)]
-    start: Option<String>,
-    /// Last date of the time range (12:00, included).
-    #[arg(long)]
-    end: Option<String>,
+    /// Time range, as Samudra's splits: dates at 12:00, both ends included, e.g.
+    /// `1958-01-01..1999-12-31`, `1958-01-01..` or `..1999-12-31` (default: every time).
+    #[arg(long, value_name = "START..END", default_value = "..")]
+    time: om4_store::DateRange,
     /// Read threads (default: available cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -40,15 +38,7 @@ pub(crate) struct StatsArgs {
 }
 
 pub(crate) fn run(a: &StatsArgs) -> Result<()> {
-    stats(
-        &a.remote.location(&a.store)?,
-        &a.out,
-        a.force,
-        &a.channels,
-        (a.start.as_deref(), a.end.as_deref()),
-        a.threads,
-        a.json,
-    )
+    stats(&a.remote.location(&a.store)?, &a.out, a.force, &a.channels, &a.time, a.threads, a.json)
 }
 
 fn stats(
@@ -56,7 +46,7 @@ fn stats(
     out: &Path,
     force: bool,
     channels: &[String],
-    (start, end): (Option<&str>, Option<&str>),
+    time: &om4_store::DateRange,
     threads: Option<usize>,
     as_json: bool,
 ) -> Result<()> {
@@ -69,7 +59,7 @@ fn stats(
     let store = Om4Store::open_location(location)?;
     let channels = if channels.is_empty() { store.channel_names() } else { channels.to_vec() };
     let set = store.channels(&channels)?;
-    let sel = store.select(start, end)?;
+    let sel = store.select(time)?;
     if sel.is_empty() {
         bail!("the time range holds no time step");
     }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use om4_store::{SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, synthesize};
+use om4_store::{SynthCodec, SynthConfig, SynthLayout, SynthPaths, ZarrFormat, synthesize};
 use serde_json::json;
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -84,8 +84,8 @@ pub(crate) fn run(a: &SynthArgs) -> Result<()> {
             LayoutArg::Compact => SynthLayout::Compact,
         },
         format: match a.format {
-            FormatArg::V2 => SynthFormat::V2,
-            FormatArg::V3 => SynthFormat::V3,
+            FormatArg::V2 => ZarrFormat::V2,
+            FormatArg::V3 => ZarrFormat::V3,
         },
         codec,
         time_chunk: a.time_chunk,

@@ -3,8 +3,9 @@
 //! om4-pipeline does everything that needs no framework (sources, pooled buffers, the
 //! prefetching loader, host preparation); this crate holds only what needs Burn:
 //!
-//! - [`Loader`]: the pipeline's loader plus a last stage that makes each batch a [`ModelBatch`] on
-//!   the device, on an upload thread with `prefetch_to_device`. Pooled host buffers become the
+//! - [`OnDevice`]: the last stage of om4-pipeline's one loader ([`loader`] builds one; [`Loader`]
+//!   names its type), which makes each batch a [`ModelBatch`] on the device, on an upload thread
+//!   with `prefetch_to_device`. Pooled host buffers become the
 //!   tensors' own bytes (no host copy); on the CPU backend batches are
 //!   normalized, masked and gathered on the host, elsewhere each group buffer is uploaded once and
 //!   prepared with tensor ops ([`DeviceNormalization`]).
@@ -14,7 +15,7 @@
 //! use std::sync::Arc;
 //! use burn::tensor::Device;
 //! use om4_batch::{SampleSpace, Schedule, WindowSpec};
-//! use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Source, SourceConfig};
+//! use om4_burn::{BatchSource, LoaderConfig, Om4Source, SourceConfig, loader};
 //! use om4_store::{ReadPool, SynthConfig, synthesize};
 //!
 //! # let dir = tempfile::tempdir()?;
@@ -22,9 +23,9 @@
 //! let paths = synthesize(dir.path(), &cfg, |_, _| {})?;
 //! // prognostic uo_0, uo_1, vo_*, thetao_*, so_*, zos (9); boundary tauuo, tauvo, hfds (3)
 //! let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
-//! let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(2)?)?);
+//! let source = Arc::new(Om4Source::open(&config, ReadPool::new(2)?)?);
 //! let space = SampleSpace::single(WindowSpec::new(1, 2, 1)?, source.time_len())?;
-//! let loader = Loader::new(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::flex());
+//! let loader = loader(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::flex());
 //! for batch in loader.epoch(1)? {
 //!     let batch = batch?;
 //!     assert_eq!(batch.batch.steps[0].input.dims(), [2, 2 * (9 + 3), 8, 16]);
@@ -52,7 +53,7 @@ mod staging;
 pub use dataset::{Om4Batcher, Om4Dataset, SampleItem};
 pub use device::{DeviceNormalization, ModelBatch, StepTensors, label_mask, prepare_batch, to_model_batch};
 pub use error::{Error, Result};
-pub use loader::{EpochIter, LoadedBatch, Loader};
+pub use loader::{EpochIter, LoadedBatch, Loader, OnDevice, loader};
 
 // The pipeline's vocabulary, so that a Burn user needs one import path.
 pub use om4_pipeline::{

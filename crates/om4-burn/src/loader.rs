@@ -1,15 +1,18 @@
-//! The pipeline's loader with batches on a Burn device: om4-pipeline reads and (on the host)
-//! prepares each batch ahead of the model; this adds the last stage, which turns host batches
-//! into tensors on the loader's device, on the upload thread with `prefetch_to_device`.
+//! Batches on a Burn device: om4-pipeline's loader reads and (on the host) prepares each batch
+//! ahead of the model; [`OnDevice`], its last stage, turns host batches into tensors on the
+//! loader's device, on the upload thread with `prefetch_to_device`.
 
 use std::sync::Arc;
 
 use burn::tensor::Device;
-use om4_batch::{SampleSpace, Schedule};
-use om4_pipeline::{BatchSource, BoxError, BufferPool, Epoch, Loaded, LoaderConfig, PrepareOn};
+use om4_batch::{Grid, SampleSpace, Schedule};
+use om4_pipeline::{BatchSource, BoxError, Epoch, Finish, HostBatch, Loaded, LoaderConfig, PrepareOn};
 
 use crate::device::{DeviceNormalization, ModelBatch, to_model_batch};
 use crate::error::Error;
+
+/// The pipeline's loader with batches as tensors on a Burn device.
+pub type Loader<S> = om4_pipeline::Loader<S, OnDevice>;
 
 /// A batch as the consumer receives it: samples, tensors on the loader's device, telemetry.
 pub type LoadedBatch = Loaded<ModelBatch>;
@@ -17,87 +20,73 @@ pub type LoadedBatch = Loaded<ModelBatch>;
 /// The batches of one epoch on a Burn device, in schedule order.
 pub type EpochIter = Epoch<ModelBatch>;
 
-/// Loads the batches of a schedule from a source onto a Burn device.
-pub struct Loader<S: BatchSource> {
-    pipeline: om4_pipeline::Loader<S>,
+/// A loader of `space`'s samples (built over `source.time_len()` positions) in `schedule`'s
+/// order onto `device` (see [`OnDevice`] for where batches are prepared).
+pub fn loader<S: BatchSource>(
+    source: Arc<S>,
+    space: SampleSpace,
+    schedule: Schedule,
+    config: LoaderConfig,
     device: Device,
+) -> Loader<S> {
+    let finish = OnDevice::new(source.as_ref(), device);
+    om4_pipeline::Loader::with_finish(source, space, schedule, config, finish)
+}
+
+/// Burn's last stage of the loader: host batches as [`ModelBatch`]es on a device, prepared on the
+/// device from raw planes or taken over from the host path. [`PrepareOn::Auto`] prepares on the
+/// host for the CPU (`flex`) backend, where om4-batch's parallel host path is several times
+/// faster than tensor ops, and on the device otherwise.
+#[derive(Clone)]
+pub struct OnDevice {
+    device: Device,
+    grid: Grid,
     normalizations: Arc<Vec<DeviceNormalization>>,
 }
 
-impl<S: BatchSource> std::fmt::Debug for Loader<S> {
+impl std::fmt::Debug for OnDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Loader").field("pipeline", &self.pipeline).field("device", &self.device).finish_non_exhaustive()
+        f.debug_struct("OnDevice").field("device", &self.device).field("grid", &self.grid).finish_non_exhaustive()
     }
 }
 
-impl<S: BatchSource> std::ops::Deref for Loader<S> {
-    type Target = om4_pipeline::Loader<S>;
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
-
-impl<S: BatchSource> Loader<S> {
-    /// A loader of `space`'s samples (built over `source.time_len()` positions) in `schedule`'s
-    /// order onto `device`. [`PrepareOn::Auto`] prepares on the host for the CPU (`flex`)
-    /// backend, where om4-batch's parallel host path is several times faster than tensor ops,
-    /// and on the device otherwise.
-    pub fn new(source: Arc<S>, space: SampleSpace, schedule: Schedule, config: LoaderConfig, device: Device) -> Self {
-        let on_host = match config.prepare_on {
-            PrepareOn::Host => true,
-            PrepareOn::Device => false,
-            PrepareOn::Auto => device.clone().without_autodiff() == Device::flex(),
-        };
+impl OnDevice {
+    /// The last stage for `source`'s batches on `device` (its statistics and masks uploaded once).
+    pub fn new<S: BatchSource + ?Sized>(source: &S, device: Device) -> Self {
         let grid = source.grid();
         let normalizations =
             source.normalizations().iter().map(|n| DeviceNormalization::new(n, grid, &device)).collect();
-        let pipeline = om4_pipeline::Loader::new(source, space, schedule, config).prepare_on_host(on_host);
-        Self { pipeline, device, normalizations: Arc::new(normalizations) }
+        Self { device, grid, normalizations: Arc::new(normalizations) }
     }
 
-    /// Uses `buffers` for host staging, e.g. a `BufferPool::pinned` one (feature `pinned`), or
-    /// one pool shared with another loader.
-    #[must_use]
-    pub fn with_buffers(mut self, buffers: BufferPool) -> Self {
-        self.pipeline = self.pipeline.with_buffers(buffers);
-        self
-    }
-
-    /// The framework-free loader underneath (also reached through `Deref`: `len`, `buffers`,
-    /// `output_buffers`, `prepares_on_host`, …).
-    pub fn pipeline(&self) -> &om4_pipeline::Loader<S> {
-        &self.pipeline
+    /// The device batches land on.
+    pub fn device(&self) -> &Device {
+        &self.device
     }
 
     /// The normalizations (statistics and masks) on the device.
     pub fn normalizations(&self) -> &[DeviceNormalization] {
         &self.normalizations
     }
+}
 
-    /// Starts reading epoch `epoch` (1-based, as Samudra counts).
-    ///
-    /// # Errors
-    /// As [`epoch_from`](Self::epoch_from).
-    pub fn epoch(&self, epoch: u64) -> om4_pipeline::Result<EpochIter> {
-        self.epoch_from(epoch, 0)
+impl Finish for OnDevice {
+    type Output = ModelBatch;
+
+    fn prepares_on_host(&self, prepare_on: PrepareOn) -> bool {
+        match prepare_on {
+            PrepareOn::Host => true,
+            PrepareOn::Device => false,
+            PrepareOn::Auto => self.device.clone().without_autodiff() == Device::flex(),
+        }
     }
 
-    /// Starts epoch `epoch` at batch `first_batch` (0-based), as a run resumed mid-epoch needs:
-    /// the batches before it are skipped without being read.
-    ///
-    /// # Errors
-    /// As [`om4_pipeline::Loader::epoch_with`].
-    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> om4_pipeline::Result<EpochIter> {
-        let (normalizations, device) = (Arc::clone(&self.normalizations), self.device.clone());
-        let grid = self.pipeline.source().grid();
-        let finish = Arc::new(move |host| {
-            to_model_batch(host, &normalizations, grid, &device).map_err(|e| -> BoxError {
-                match e {
-                    Error::Plan(e) => Box::new(om4_pipeline::Error::Plan(e)),
-                    Error::Pipeline(e) => Box::new(e),
-                }
-            })
-        });
-        self.pipeline.epoch_with(epoch, first_batch, finish)
+    fn finish(&self, host: HostBatch) -> Result<ModelBatch, BoxError> {
+        to_model_batch(host, &self.normalizations, self.grid, &self.device).map_err(|e| -> BoxError {
+            match e {
+                Error::Plan(e) => Box::new(om4_pipeline::Error::Plan(e)),
+                Error::Pipeline(e) => Box::new(e),
+            }
+        })
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use burn::tensor::Device;
 use common::{bits, fixture, source, tensor_values};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, BufferPool, Loader, LoaderConfig};
+use om4_burn::{BatchSource, BufferPool, LoaderConfig, loader};
 use om4_pipeline::Error;
 
 fn gpu_required() -> bool {
@@ -39,7 +39,7 @@ fn loader_batches_from_pinned_buffers_equal_pageable_ones_bit_for_bit() {
     let space = SampleSpace::single(WindowSpec::new(1, 2, 1).unwrap(), src.time_len()).unwrap();
     let schedule = Schedule::training(2, 3, None).unwrap();
     let epoch = |pool: BufferPool| -> Vec<Vec<u32>> {
-        let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, LoaderConfig::default(), Device::flex())
+        let loader = loader(Arc::clone(&src), space.clone(), schedule, LoaderConfig::default(), Device::flex())
             .with_buffers(pool.clone());
         let out = loader
             .epoch(1)

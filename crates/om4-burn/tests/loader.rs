@@ -10,7 +10,7 @@ use burn::data::dataset::Dataset;
 use burn::tensor::Device;
 use common::{Fixture, bits, faulty, fixture, source, tensor_values};
 use om4_batch::{Normalization, SampleSpace, Schedule, WindowSpec, reference_batch};
-use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source, PrepareOn};
+use om4_burn::{BatchSource, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source, PrepareOn, loader};
 use om4_pipeline::Error;
 use om4_pipeline::conformance::Intercept;
 use om4_store::{Om4Store, ReadPool, Selection};
@@ -66,8 +66,9 @@ fn device_batches_equal_host_reference_bit_for_bit() {
                             prefetch_to_device: to_device,
                             prepare_on,
                             reads_in_flight: Some(reads_in_flight),
+                            kind: None,
                         };
-                        let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
+                        let loader = loader(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
                         assert_eq!(loader.prepares_on_host(), prepare_on != PrepareOn::Device, "auto: host on flex");
                         let expected_order = schedule.epoch(&space.groups(), 1);
                         let mut n = 0;
@@ -142,7 +143,7 @@ fn faulty_loader(
     panic: bool,
     prefetch: usize,
     to_device: bool,
-) -> (Loader<Intercept<Om4Source>>, Fixture) {
+) -> (om4_burn::Loader<Intercept<Om4Source>>, Fixture) {
     let f = fixture(true);
     let src = source(&f);
     let spec = WindowSpec::new(1, 1, 1).unwrap();
@@ -156,7 +157,7 @@ fn faulty_loader(
         prefetch_to_device: to_device,
         ..LoaderConfig::default()
     };
-    (Loader::new(faulty, space, Schedule::validation(2, 3, None).unwrap(), config, Device::flex()), f)
+    (loader(faulty, space, Schedule::validation(2, 3, None).unwrap(), config, Device::flex()), f)
 }
 
 #[test]
@@ -216,7 +217,7 @@ fn epochs_follow_the_schedule_and_differ() {
     let src = source(&f);
     let space = SampleSpace::single(WindowSpec::new(1, 1, 1).unwrap(), src.time_len()).unwrap();
     let schedule = Schedule::training(2, 11, None).unwrap();
-    let loader = Loader::new(src, space.clone(), schedule, LoaderConfig::default(), Device::flex());
+    let loader = loader(src, space.clone(), schedule, LoaderConfig::default(), Device::flex());
     let e1: Vec<Vec<usize>> = loader.epoch(1).unwrap().map(|b| b.unwrap().samples).collect();
     let e2: Vec<Vec<usize>> = loader.epoch(2).unwrap().map(|b| b.unwrap().samples).collect();
     assert_eq!(e1, schedule.epoch(&space.groups(), 1));
@@ -274,7 +275,7 @@ fn mismatched_statistics_are_an_error_not_a_panic_or_a_short_epoch() {
             ..LoaderConfig::default()
         };
         let schedule = Schedule::validation(2, 1, None).unwrap();
-        let loader = Loader::new(Arc::clone(&wrong), space.clone(), schedule, config, Device::flex());
+        let loader = loader(Arc::clone(&wrong), space.clone(), schedule, config, Device::flex());
         let mut it = loader.epoch(1).unwrap();
         match it.next() {
             // The boundary group (3 channels) meets the 9-channel prognostic statistics.
@@ -297,7 +298,7 @@ fn resuming_mid_epoch_yields_the_rest_exactly() {
     let schedule = Schedule::training(2, 5, None).unwrap();
     for prefetch in [0, 2] {
         let config = LoaderConfig { prefetch_batches: prefetch, ..LoaderConfig::default() };
-        let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
+        let loader = loader(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
         let n = loader.len();
         assert!(n >= 3);
         let whole: Vec<_> = loader.epoch(4).unwrap().map(Result::unwrap).collect();
@@ -317,8 +318,8 @@ fn resuming_mid_epoch_yields_the_rest_exactly() {
             other => panic!("expected a config error, got {other:?}"),
         }
         let greedy = LoaderConfig { prefetch_batches: usize::MAX, ..config };
-        let loader = Loader::new(Arc::clone(&src), space.clone(), schedule, greedy, Device::flex());
-        assert!(matches!(loader.epoch(1), Err(Error::Config { field: "prefetch_batches", .. })));
+        let greedy = om4_burn::loader(Arc::clone(&src), space.clone(), schedule, greedy, Device::flex());
+        assert!(matches!(greedy.epoch(1), Err(Error::Config { field: "prefetch_batches", .. })));
     }
     // Errors name the batch's number in the whole epoch.
     let (loader, _fixture) = faulty_loader(Some(1), true, 2, true);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use burn::tensor::Device;
 use common::{fixture, source};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, Loader, LoaderConfig, PrepareOn};
+use om4_burn::{BatchSource, LoaderConfig, PrepareOn, loader};
 
 /// Threads of this process whose name starts with `om4-` (loader, upload; read pools excluded).
 fn loader_threads() -> usize {
@@ -27,7 +27,7 @@ fn thousand_random_early_drops() {
     let f = fixture(true);
     let src = source(&f);
     let space = SampleSpace::single(WindowSpec::new(1, 2, 1).unwrap(), src.time_len()).unwrap();
-    let loaders: Vec<Loader<_>> = [
+    let loaders: Vec<om4_burn::Loader<_>> = [
         (2, true, PrepareOn::Device, 1),
         (2, false, PrepareOn::Host, 2),
         (1, true, PrepareOn::Host, 1),
@@ -42,8 +42,9 @@ fn thousand_random_early_drops() {
             prefetch_to_device: d,
             prepare_on: on,
             reads_in_flight: Some(r),
+            kind: None,
         };
-        Loader::new(Arc::clone(&src), space.clone(), Schedule::training(1, 5, None).unwrap(), config, Device::flex())
+        loader(Arc::clone(&src), space.clone(), Schedule::training(1, 5, None).unwrap(), config, Device::flex())
     })
     .collect();
     let before = loader_threads();

@@ -11,7 +11,7 @@
 //! use std::sync::Arc;
 //! use candle_core::Device;
 //! use om4_batch::{SampleSpace, Schedule, WindowSpec};
-//! use om4_candle::Loader;
+//! use om4_candle::loader;
 //! use om4_pipeline::{BatchSource, LoaderConfig, Om4Source, SourceConfig};
 //! use om4_store::{ReadPool, SynthConfig, synthesize};
 //!
@@ -19,9 +19,9 @@
 //! let cfg = SynthConfig { ny: 8, nx: 16, times: 12, levels: 2, ..SynthConfig::default() };
 //! let paths = synthesize(dir.path(), &cfg, |_, _| {})?;
 //! let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
-//! let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(2)?)?);
+//! let source = Arc::new(Om4Source::open(&config, ReadPool::new(2)?)?);
 //! let space = SampleSpace::single(WindowSpec::new(1, 2, 1)?, source.time_len())?;
-//! let loader = Loader::new(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::Cpu);
+//! let loader = loader(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::Cpu);
 //! for batch in loader.epoch(1)? {
 //!     let batch = batch?;
 //!     assert_eq!(batch.batch.steps[0].input.dims(), &[2, 2 * (9 + 3), 8, 16]);
@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 use om4_batch::{Grid, Normalization, SampleSpace, Schedule};
-use om4_pipeline::{BatchSource, BoxError, BufferPool, Epoch, HostBatch, Loaded, LoaderConfig, PooledBuf};
+use om4_pipeline::{BatchSource, BoxError, Epoch, Finish, HostBatch, Loaded, LoaderConfig, PooledBuf, PrepareOn};
 
 /// Everything the candle adapter can report.
 #[derive(Debug, thiserror::Error)]
@@ -109,62 +109,33 @@ pub fn label_mask(prognostic: &Normalization, states: usize, grid: Grid, device:
     Ok(Tensor::from_vec(wet, (1, states * prognostic.channels(), grid.y, grid.x), device)?)
 }
 
-/// Loads the batches of a schedule from a source onto a candle device.
-pub struct Loader<S: BatchSource> {
-    pipeline: om4_pipeline::Loader<S>,
+/// The pipeline's loader with batches as tensors on a candle device.
+pub type Loader<S> = om4_pipeline::Loader<S, OnDevice>;
+
+/// A loader of `space`'s samples in `schedule`'s order onto `device`.
+pub fn loader<S: BatchSource>(
+    source: Arc<S>,
+    space: SampleSpace,
+    schedule: Schedule,
+    config: LoaderConfig,
     device: Device,
+) -> Loader<S> {
+    om4_pipeline::Loader::with_finish(source, space, schedule, config, OnDevice(device))
 }
 
-impl<S: BatchSource> std::fmt::Debug for Loader<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Loader").field("pipeline", &self.pipeline).finish_non_exhaustive()
-    }
-}
+/// candle's last stage of the loader: host-prepared batches as [`ModelBatch`]es on a device.
+/// Batches are always prepared on the host (`config.prepare_on` is not consulted).
+#[derive(Debug, Clone)]
+pub struct OnDevice(pub Device);
 
-impl<S: BatchSource> std::ops::Deref for Loader<S> {
-    type Target = om4_pipeline::Loader<S>;
-    fn deref(&self) -> &Self::Target {
-        &self.pipeline
-    }
-}
+impl Finish for OnDevice {
+    type Output = ModelBatch;
 
-impl<S: BatchSource> Loader<S> {
-    /// A loader of `space`'s samples in `schedule`'s order onto `device`. Batches are always
-    /// prepared on the host (`config.prepare_on` is not consulted).
-    pub fn new(source: Arc<S>, space: SampleSpace, schedule: Schedule, config: LoaderConfig, device: Device) -> Self {
-        let pipeline = om4_pipeline::Loader::new(source, space, schedule, config).prepare_on_host(true);
-        Self { pipeline, device }
+    fn prepares_on_host(&self, _: PrepareOn) -> bool {
+        true
     }
 
-    /// Uses `buffers` for the raw planes (one pool shared with another loader, say).
-    #[must_use]
-    pub fn with_buffers(mut self, buffers: BufferPool) -> Self {
-        self.pipeline = self.pipeline.with_buffers(buffers);
-        self
-    }
-
-    /// The framework-free loader underneath (also reached through `Deref`: `len`, `buffers`,
-    /// `output_buffers`, `prepares_on_host`, …).
-    pub fn pipeline(&self) -> &om4_pipeline::Loader<S> {
-        &self.pipeline
-    }
-
-    /// Starts reading epoch `epoch` (1-based, as Samudra counts).
-    ///
-    /// # Errors
-    /// As [`epoch_from`](Self::epoch_from).
-    pub fn epoch(&self, epoch: u64) -> om4_pipeline::Result<EpochIter> {
-        self.epoch_from(epoch, 0)
-    }
-
-    /// Starts epoch `epoch` at batch `first_batch` (0-based), skipping the batches before it
-    /// without reading them.
-    ///
-    /// # Errors
-    /// As [`om4_pipeline::Loader::epoch_with`].
-    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> om4_pipeline::Result<EpochIter> {
-        let device = self.device.clone();
-        let finish = Arc::new(move |host| to_model_batch(host, &device).map_err(|e| -> BoxError { Box::new(e) }));
-        self.pipeline.epoch_with(epoch, first_batch, finish)
+    fn finish(&self, host: HostBatch) -> std::result::Result<ModelBatch, BoxError> {
+        to_model_batch(host, &self.0).map_err(|e| -> BoxError { Box::new(e) })
     }
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 use om4_batch::{Normalization, SampleSpace, Schedule, WindowSpec, reference_batch};
-use om4_candle::{Error, Loader, to_model_batch};
-use om4_pipeline::{BatchSource, HostBatch, LoaderConfig, MemorySource, Om4Source, SourceConfig};
+use om4_candle::{Error, loader, to_model_batch};
+use om4_pipeline::{BatchSource, HostBatch, LoaderConfig, MemorySource, Om4Source, PrepareOn, SourceConfig};
 use om4_store::{ReadPool, SynthConfig, synthesize};
 
 fn bits(t: &Tensor) -> Vec<u32> {
@@ -23,7 +23,7 @@ fn candle_batches_equal_the_naive_reference_bit_for_bit() {
             normalize_before_mask,
             ..SourceConfig::samudra(paths.data.clone(), paths.means.clone(), paths.stds.clone(), 2)
         };
-        let store = Om4Source::open(&config, None, None, ReadPool::new(2).unwrap()).unwrap();
+        let store = Om4Source::open(&config, ReadPool::new(2).unwrap()).unwrap();
         // The planes, once, in memory: the reference fetches from them plane by plane.
         let truth = MemorySource::load(&store).unwrap();
         let source = Arc::new(store);
@@ -33,7 +33,7 @@ fn candle_batches_equal_the_naive_reference_bit_for_bit() {
             for (prefetch_batches, prefetch_to_device) in [(0, false), (2, false), (2, true)] {
                 let config = LoaderConfig { prefetch_batches, prefetch_to_device, ..LoaderConfig::default() };
                 let schedule = Schedule::training(3, 7, None).unwrap();
-                let loader = Loader::new(Arc::clone(&source), space.clone(), schedule, config, Device::Cpu);
+                let loader = loader(Arc::clone(&source), space.clone(), schedule, config, Device::Cpu);
                 let mut n = 0;
                 for batch in loader.epoch(2).unwrap() {
                     let batch = batch.unwrap();
@@ -59,8 +59,8 @@ fn candle_batches_equal_the_naive_reference_bit_for_bit() {
                     n += 1;
                 }
                 assert_eq!(n, loader.len());
-                assert_eq!(loader.pipeline().buffers().leased(), 0);
-                assert_eq!(loader.pipeline().output_buffers().leased(), 0, "handed over, not left leased");
+                assert_eq!(loader.buffers().leased(), 0);
+                assert_eq!(loader.output_buffers().leased(), 0, "handed over, not left leased");
             }
         }
     }
@@ -72,11 +72,10 @@ fn raw_batches_are_refused_with_an_error() {
     let cfg = SynthConfig { ny: 4, nx: 8, times: 8, levels: 1, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
     let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 1);
-    let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(1).unwrap()).unwrap());
+    let source = Arc::new(Om4Source::open(&config, ReadPool::new(1).unwrap()).unwrap());
     let space = SampleSpace::single(WindowSpec::new(0, 1, 1).unwrap(), source.time_len()).unwrap();
-    let pipeline =
-        om4_pipeline::Loader::new(source, space, Schedule::validation(2, 1, None).unwrap(), LoaderConfig::default())
-            .prepare_on_host(false);
+    let config = LoaderConfig { prepare_on: PrepareOn::Device, ..LoaderConfig::default() };
+    let pipeline = om4_pipeline::Loader::new(source, space, Schedule::validation(2, 1, None).unwrap(), config);
     let raw = pipeline.epoch(1).unwrap().next().unwrap().unwrap().batch;
     assert!(matches!(raw, HostBatch::Raw { .. }));
     assert!(matches!(to_model_batch(raw, &Device::Cpu), Err(Error::Unprepared)));

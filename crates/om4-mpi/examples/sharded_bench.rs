@@ -78,7 +78,7 @@ fn run(world: &SimpleCommunicator) -> Outcome<String> {
     }
     world.barrier();
     let config = SourceConfig::samudra(data, means, stds, 19);
-    let store = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(1)?)?);
+    let store = Arc::new(Om4Source::open(&config, ReadPool::new(1)?)?);
 
     world.barrier();
     let sharded = Arc::new(ShardedSource::new(world, &*store, &ShardOptions::default())?);

@@ -57,7 +57,7 @@ fn run(world: &SimpleCommunicator) -> Outcome<String> {
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).map_err(|e| e.to_string())?;
     let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
     let pool = ReadPool::new(1).map_err(|e| e.to_string())?;
-    let store = Arc::new(Om4Source::open(&config, None, None, pool).map_err(|e| e.to_string())?);
+    let store = Arc::new(Om4Source::open(&config, pool).map_err(|e| e.to_string())?);
     let truth = MemorySource::load(&*store).map_err(|e| e.to_string())?;
 
     let mut widths = vec![size];

@@ -21,7 +21,7 @@
 //! let world = universe.world();
 //! let at = |name: &str| std::path::PathBuf::from(name);
 //! let config = SourceConfig::samudra(at("OM4.zarr"), at("OM4_means.zarr"), at("OM4_stds.zarr"), 19);
-//! let store = Om4Source::open(&config, None, None, ReadPool::new(4)?)?;
+//! let store = Om4Source::open(&config, ReadPool::new(4)?)?;
 //! let sharded = Arc::new(ShardedSource::new(&world, &store, &ShardOptions::default())?);
 //! // … a Loader over `sharded`; drop every Arc of it before `universe`.
 //! # Ok(()) }

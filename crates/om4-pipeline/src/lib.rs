@@ -29,7 +29,7 @@
 //! let paths = synthesize(dir.path(), &cfg, |_, _| {})?;
 //! // prognostic uo_0, uo_1, vo_*, thetao_*, so_*, zos (9); boundary tauuo, tauvo, hfds (3)
 //! let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
-//! let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(2)?)?);
+//! let source = Arc::new(Om4Source::open(&config, ReadPool::new(2)?)?);
 //! let space = SampleSpace::single(WindowSpec::new(1, 2, 1)?, source.time_len())?;
 //! let loader = Loader::new(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default());
 //! for batch in loader.epoch(1)? {
@@ -51,6 +51,7 @@ mod buffers;
 mod collective;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod data_config;
 mod error;
 mod loader;
 mod memory;
@@ -63,8 +64,9 @@ mod telemetry;
 
 pub use buffers::{BufferPool, PooledBuf};
 pub use collective::{Collective, ReduceOp, SingleProcess, ThreadGroup, ThreadRank};
+pub use data_config::{DataConfig, DataSource, DataSplits};
 pub use error::{Error, Result};
-pub use loader::{BoxError, Epoch, Finish, HostBatch, Loaded, Loader, LoaderConfig, PrepareOn};
+pub use loader::{BoxError, Epoch, Finish, Host, HostBatch, Loaded, Loader, LoaderConfig, LoaderKind, PrepareOn};
 pub use memory::MemorySource;
 pub use prepare::{PreparedBatch, PreparedStep, prepare_on_host};
 pub use source::{BatchSource, read_groups};

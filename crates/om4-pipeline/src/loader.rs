@@ -42,6 +42,23 @@ pub struct LoaderConfig {
     /// `prefetch_batches` 0 batches are read one at a time, on demand.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reads_in_flight: Option<usize>,
+    /// Samudra's `loading.type`, read so that its configurations parse: `rust` names the Rust
+    /// loader whose settings these are, `cpu` and `gpu` Samudra's Python loaders. om4 loads the
+    /// same way whichever is named.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<LoaderKind>,
+}
+
+/// Samudra's loader types (`data.loading.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoaderKind {
+    /// Samudra's Rust loader (`samudra_rust_loader`).
+    Rust,
+    /// Samudra's PyTorch `DataLoader` with CPU workers.
+    Cpu,
+    /// Samudra's GPU-direct (kvikio) reads.
+    Gpu,
 }
 
 impl LoaderConfig {
@@ -57,6 +74,7 @@ impl Default for LoaderConfig {
             prefetch_to_device: true,
             prepare_on: PrepareOn::Auto,
             reads_in_flight: None,
+            kind: None,
         }
     }
 }
@@ -75,13 +93,47 @@ pub enum PrepareOn {
     Host,
 }
 
-/// The error type an adapter's `finish` function returns; the loader reports it as
-/// [`Error::Adapter`] with the batch's number (an [`Error`] passes through unchanged).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The error type a [`Finish`] returns; the loader reports it as [`Error::Adapter`] with the
+/// batch's number (an [`Error`] passes through unchanged).
+pub use om4_store::BoxError;
 
-/// What an adapter turns each host batch into (e.g. tensors on a device); runs on the loader's
-/// second stage.
-pub type Finish<T> = Arc<dyn Fn(HostBatch) -> std::result::Result<T, BoxError> + Send + Sync>;
+/// A framework's last stage: what each host batch becomes (tensors on a device, say), on the
+/// loader's second stage. The Burn and candle adapters implement it; [`Host`] keeps host batches.
+pub trait Finish: Send + Sync + 'static {
+    /// What the consumer receives.
+    type Output: Send + 'static;
+
+    /// Whether batches are normalized, masked and gathered on the host before
+    /// [`finish`](Self::finish) sees them (else it gets their raw planes, [`HostBatch::Raw`]),
+    /// given the configuration's `prepare_on`: the one place a framework decides it for its device.
+    fn prepares_on_host(&self, prepare_on: PrepareOn) -> bool;
+
+    /// Turns a host batch into the output.
+    ///
+    /// # Errors
+    /// Whatever the framework refuses; the loader reports it as [`Error::Adapter`] with the
+    /// batch's number (an [`Error`] passes through unchanged).
+    fn finish(&self, batch: HostBatch) -> std::result::Result<Self::Output, BoxError>;
+}
+
+/// A [`Finish`] as the second stage calls it.
+type FinishFn<T> = Arc<dyn Fn(HostBatch) -> std::result::Result<T, BoxError> + Send + Sync>;
+
+/// Host batches as they are: prepared on the host unless `prepare_on` is [`PrepareOn::Device`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Host;
+
+impl Finish for Host {
+    type Output = HostBatch;
+
+    fn prepares_on_host(&self, prepare_on: PrepareOn) -> bool {
+        prepare_on != PrepareOn::Device
+    }
+
+    fn finish(&self, batch: HostBatch) -> std::result::Result<HostBatch, BoxError> {
+        Ok(batch)
+    }
+}
 
 /// A batch as the consumer receives it: the sample indices, the batch in the form the adapter
 /// made of it, and what it cost.
@@ -89,7 +141,7 @@ pub type Finish<T> = Arc<dyn Fn(HostBatch) -> std::result::Result<T, BoxError> +
 pub struct Loaded<B> {
     /// Sample indices, in schedule order.
     pub samples: Vec<usize>,
-    /// The batch (a [`HostBatch`] from [`Loader::epoch`], an adapter's tensors otherwise).
+    /// The batch: what the loader's [`Finish`] made of it ([`HostBatch`] with [`Host`]).
     pub batch: B,
     /// Timings and sizes.
     pub telemetry: BatchTelemetry,
@@ -110,9 +162,12 @@ pub enum HostBatch {
     Prepared(PreparedBatch),
 }
 
-/// Loads the batches of a schedule from a source into host memory, ahead of the consumer.
-pub struct Loader<S: BatchSource> {
+/// Loads the batches of a schedule from a source ahead of the consumer: read into host memory,
+/// prepared there or not, and finished by a framework's [`Finish`] (host batches with [`Host`],
+/// Burn tensors with om4-burn's, candle tensors with om4-candle's).
+pub struct Loader<S: BatchSource, F: Finish = Host> {
     source: Arc<S>,
+    finish: Arc<F>,
     space: SampleSpace,
     schedule: Schedule,
     config: LoaderConfig,
@@ -122,7 +177,7 @@ pub struct Loader<S: BatchSource> {
     outputs: BufferPool,
 }
 
-impl<S: BatchSource> std::fmt::Debug for Loader<S> {
+impl<S: BatchSource, F: Finish> std::fmt::Debug for Loader<S, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Loader")
             .field("samples", &self.space.len())
@@ -131,24 +186,34 @@ impl<S: BatchSource> std::fmt::Debug for Loader<S> {
     }
 }
 
-impl<S: BatchSource> Loader<S> {
-    /// A loader of `space`'s samples (built over `source.time_len()` positions) in `schedule`'s
-    /// order. It prepares batches on the host unless `config.prepare_on` is
-    /// [`PrepareOn::Device`]; an adapter overrides that with [`prepare_on_host`](Self::prepare_on_host).
+impl<S: BatchSource> Loader<S, Host> {
+    /// A loader of host batches: `space`'s samples (built over `source.time_len()` positions) in
+    /// `schedule`'s order, prepared on the host unless `config.prepare_on` is [`PrepareOn::Device`].
     pub fn new(source: Arc<S>, space: SampleSpace, schedule: Schedule, config: LoaderConfig) -> Self {
+        Self::with_finish(source, space, schedule, config, Host)
+    }
+}
+
+impl<S: BatchSource, F: Finish> Loader<S, F> {
+    /// A loader whose batches `finish` turns into its framework's form; where batches are
+    /// prepared is `finish`'s choice ([`Finish::prepares_on_host`]).
+    pub fn with_finish(
+        source: Arc<S>,
+        space: SampleSpace,
+        schedule: Schedule,
+        config: LoaderConfig,
+        finish: F,
+    ) -> Self {
         let buffers = BufferPool::new();
         let outputs = Self::output_pool(&buffers);
-        let loader = Self { source, space, schedule, config, on_host: None, buffers, outputs };
-        let host = config.prepare_on != PrepareOn::Device;
-        loader.prepare_on_host(host)
+        // Prepared on the host: normalized, masked and gathered on the source's read pool.
+        let on_host = finish.prepares_on_host(config.prepare_on).then(|| Arc::new(source.normalizations().to_vec()));
+        Self { source, finish: Arc::new(finish), space, schedule, config, on_host, buffers, outputs }
     }
 
-    /// Prepares (normalizes, masks, gathers) each batch on the host, on the source's read pool,
-    /// or leaves its raw planes to the adapter ([`HostBatch::Raw`]).
-    #[must_use]
-    pub fn prepare_on_host(mut self, on_host: bool) -> Self {
-        self.on_host = on_host.then(|| Arc::new(self.source.normalizations().to_vec()));
-        self
+    /// The framework's last stage.
+    pub fn finisher(&self) -> &F {
+        &self.finish
     }
 
     /// The host path's output pool, of the staging pool's kind of memory. It keeps every buffer
@@ -221,33 +286,27 @@ impl<S: BatchSource> Loader<S> {
         Ok(reads.clamp(1, self.config.prefetch_batches.max(1)))
     }
 
-    /// The host batches of epoch `epoch` (1-based, as Samudra counts).
+    /// The batches of epoch `epoch` (1-based, as Samudra counts).
     ///
     /// # Errors
     /// As [`epoch_from`](Self::epoch_from).
-    pub fn epoch(&self, epoch: u64) -> Result<Epoch<HostBatch>> {
+    pub fn epoch(&self, epoch: u64) -> Result<Epoch<F::Output>> {
         self.epoch_from(epoch, 0)
     }
 
-    /// The host batches of epoch `epoch` from batch `first_batch` (0-based), as a run resumed
+    /// The batches of epoch `epoch` from batch `first_batch` (0-based), as a run resumed
     /// mid-epoch needs: the batches before it are skipped without being read, and the rest are
-    /// exactly the ones [`epoch`](Self::epoch) yields after them.
-    ///
-    /// # Errors
-    /// As [`epoch_with`](Self::epoch_with).
-    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<Epoch<HostBatch>> {
-        self.epoch_with(epoch, first_batch, Arc::new(Ok))
-    }
-
-    /// Epoch `epoch` from batch `first_batch`, each host batch turned into a `T` by `finish`
-    /// (a framework adapter's upload), ahead of the consumer when `prefetch_to_device` is set.
+    /// exactly the ones [`epoch`](Self::epoch) yields after them. Each is finished ahead of the
+    /// consumer when `prefetch_to_device` is set.
     ///
     /// # Errors
     /// [`Error::Config`] when `first_batch` is past the end of the epoch ([`len`](Self::len)
     /// itself gives an empty epoch), `prefetch_batches` is over [`LoaderConfig::MAX_PREFETCH`] or
     /// `reads_in_flight` is 0 or over it;
     /// [`Error::Spawn`] when a loader thread cannot be started.
-    pub fn epoch_with<T: Send + 'static>(&self, epoch: u64, first_batch: usize, finish: Finish<T>) -> Result<Epoch<T>> {
+    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<Epoch<F::Output>> {
+        let finisher = Arc::clone(&self.finish);
+        let finish: FinishFn<F::Output> = Arc::new(move |batch| finisher.finish(batch));
         if self.config.prefetch_batches > LoaderConfig::MAX_PREFETCH {
             return Err(Error::Config {
                 field: "prefetch_batches",
@@ -316,7 +375,7 @@ impl<S: BatchSource> Loader<S> {
             iter.feed = Feed::Read(read_rx, stage);
             return Ok(iter);
         }
-        let (done_tx, done_rx) = bounded::<Result<Loaded<T>>>(1);
+        let (done_tx, done_rx) = bounded::<Result<Loaded<F::Output>>>(1);
         let finisher = std::thread::Builder::new()
             .name("om4-upload".into())
             .spawn(move || {
@@ -410,7 +469,7 @@ fn read_batch<S: BatchSource + ?Sized>(
 
 /// The second stage: host preparation when asked for, then the adapter's `finish`.
 struct Stage<T> {
-    finish: Finish<T>,
+    finish: FinishFn<T>,
     on_host: Option<Arc<Vec<Normalization>>>,
     grid: Grid,
     pool: Option<om4_store::ReadPool>,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use om4_batch::{Grid, NormOrder, Normalization, Precision, ReadGroup, Roles};
-use om4_store::{ChannelSet, Om4Store, ReadPool, Selection, StatsStore, StoreLocation};
+use om4_store::{ChannelSet, DateRange, Om4Store, ReadPool, Selection, StatsStore, StoreLocation};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -74,16 +74,23 @@ pub struct Om4Source {
 }
 
 impl Om4Source {
-    /// Opens the store, validates the channels, loads statistics and masks, and selects
-    /// `[start, end)` (open bounds select everything).
+    /// Opens the store, validates the channels and loads statistics and masks; every time is
+    /// selected ([`with_range`](Self::with_range) takes a split).
     ///
     /// # Errors
     /// Any store, validation or statistics error; [`Error::Config`] for an empty prognostic list.
-    pub fn open(config: &SourceConfig, start: Option<&str>, end: Option<&str>, pool: ReadPool) -> Result<Self> {
+    pub fn open(config: &SourceConfig, pool: ReadPool) -> Result<Self> {
+        Self::from_store(Arc::new(Om4Store::open_location(&config.data)?), config, pool)
+    }
+
+    /// [`Om4Source::open`] on a store already open (`config.data` is not opened again).
+    ///
+    /// # Errors
+    /// As [`Om4Source::open`].
+    pub fn from_store(store: Arc<Om4Store>, config: &SourceConfig, pool: ReadPool) -> Result<Self> {
         if config.prognostic.is_empty() {
             return Err(Error::Config { field: "prognostic", reason: "at least one channel is needed".into() });
         }
-        let store = Arc::new(Om4Store::open_location(&config.data)?);
         let means = StatsStore::open_location(&config.means)?;
         let stds = StatsStore::open_location(&config.stds)?;
         let order =
@@ -110,16 +117,18 @@ impl Om4Source {
                 )?)
             })
             .collect::<Result<Vec<_>>>()?;
-        let selection = select(&store, &sets[0], start, end)?;
+        let selection = sets[0].all_rows();
         Ok(Self { store, sets, normalizations, selection, pool })
     }
 
-    /// The same source over another time range, sharing the open store, channels and pool.
+    /// The same source over the times of `range` (both ends included, as Samudra's splits),
+    /// sharing the open store, channels and pool; [`DateRange::ALL`] is every time, also in a store
+    /// without a time coordinate.
     ///
     /// # Errors
-    /// A bad date or a store without a CF time axis.
-    pub fn with_range(&self, start: Option<&str>, end: Option<&str>) -> Result<Self> {
-        let selection = select(&self.store, &self.sets[0], start, end)?;
+    /// A bounded range on a store without a CF time axis, or a range outside its times.
+    pub fn with_range(&self, range: &DateRange) -> Result<Self> {
+        let selection = if range.is_all() { self.sets[0].all_rows() } else { self.store.select(range)? };
         Ok(Self { selection, ..self.clone() })
     }
 
@@ -132,14 +141,6 @@ impl Om4Source {
     pub fn store(&self) -> &Om4Store {
         &self.store
     }
-}
-
-/// `[start, end)` by date; with no bounds every row, also in a store without a time coordinate.
-fn select(store: &Om4Store, set: &ChannelSet, start: Option<&str>, end: Option<&str>) -> Result<Selection> {
-    Ok(match (start, end) {
-        (None, None) => set.all_rows(),
-        _ => store.select(start, end)?,
-    })
 }
 
 impl BatchSource for Om4Source {

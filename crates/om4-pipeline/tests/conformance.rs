@@ -21,7 +21,10 @@ fn store_source(layout: SynthLayout, normalize_before_mask: bool) -> (tempfile::
         masked_fill_value: if normalize_before_mask { 0.0 } else { -1.5 },
         ..SourceConfig::samudra(paths.data, paths.means, paths.stds, 2)
     };
-    let source = Om4Source::open(&config, Some("1958-01-11"), None, ReadPool::new(2).unwrap()).unwrap();
+    let source = Om4Source::open(&config, ReadPool::new(2).unwrap())
+        .unwrap()
+        .with_range(&"1958-01-11..".parse().unwrap())
+        .unwrap();
     (dir, config, source)
 }
 

@@ -41,6 +41,7 @@ fn config(prefetch_batches: usize, reads_in_flight: usize, prefetch_to_device: b
         prefetch_to_device,
         max_concurrent_reads: 2,
         prepare_on: PrepareOn::Host,
+        kind: None,
     }
 }
 

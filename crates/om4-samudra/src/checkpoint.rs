@@ -121,9 +121,8 @@ impl<S: BatchSource> Trainer<S> {
 
     /// Restores a checkpoint written by [`save`](Self::save) (training continues with the next
     /// epoch) or inside an epoch by [`checkpoint_every`](Self::checkpoint_every) (training
-    /// continues with that epoch's next batch). Under [`crate::DataParallel`], call
-    /// [`Trainer::data_parallel`] first: every rank reads the same files, and a checkpoint of
-    /// another world size is refused.
+    /// continues with that epoch's next batch). Under [`crate::DataParallel`] every rank reads the
+    /// same files, and a checkpoint of another world size is refused.
     ///
     /// # Errors
     /// [`Error::Checkpoint`] for missing or mismatched files.
@@ -157,7 +156,7 @@ impl<S: BatchSource> Trainer<S> {
                 c.step_transition.clone(),
                 c.data_stride,
                 c.grad_accumulation,
-                c.train_time.clone(),
+                c.train_time,
             )
         };
         if state.progress.is_some() && schedule(&state.config) != schedule(&self.config) {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use om4_pipeline::LoaderConfig;
+use om4_store::DateRange;
 use serde::{Deserialize, Serialize};
 
 /// Training settings (Samudra's `train`/`experiment` words where they exist).
@@ -37,10 +38,10 @@ pub struct TrainConfig {
     pub rand_seed: u64,
     /// Samudra's dynamic per-variable loss weights (window 25), limited to `limit × min`; `None`: plain mean.
     pub dynamic_loss_limit: Option<f32>,
-    /// Train split: Julian dates at 12:00, both ends included (Samudra's rule).
-    pub train_time: (Option<String>, Option<String>),
+    /// Train split (Samudra's rule: Julian dates at 12:00, both ends included).
+    pub train_time: DateRange,
     /// Validation split, likewise.
-    pub val_time: (Option<String>, Option<String>),
+    pub val_time: DateRange,
     /// Loader settings.
     pub loading: LoaderConfig,
 }
@@ -61,8 +62,8 @@ impl Default for TrainConfig {
             ema_decay: 0.999,
             rand_seed: 15,
             dynamic_loss_limit: None,
-            train_time: (None, None),
-            val_time: (None, None),
+            train_time: DateRange::ALL,
+            val_time: DateRange::ALL,
             loading: LoaderConfig::default(),
         }
     }

@@ -1,6 +1,9 @@
 //! The Samudra ocean emulator in Burn, trained autoregressively from om4 batches.
 //!
 //! - [`SamudraConfig`] and [`Samudra`]: the dilated ConvNeXt U-Net (`v1`, `v2`, `v2_highres`, `tiny`).
+//! - [`RunConfig`]: a training run's configuration file in Samudra's words (`experiment`, `data`,
+//!   `train`, `model`), turned into [`TrainConfig`], [`SamudraConfig`] and the data's splits
+//!   (`om4_pipeline::DataConfig::open`, which opens the store once).
 //! - [`Trainer`]: rollout training from any `om4_pipeline::BatchSource` (an OM4 store by default) with masked per-channel MSE, Adam, cosine schedule, gradient
 //!   clipping and accumulation, a stop on a non-finite loss or gradient norm, dynamic loss weights,
 //!   EMA weights for validation, checkpoints. Its step's parts are public ([`LossTargets`],
@@ -34,6 +37,7 @@ mod loss;
 pub mod model;
 mod parallel;
 mod rollout;
+mod run;
 mod step;
 mod trainer;
 mod weights;
@@ -45,6 +49,7 @@ pub use loss::{DynamicLoss, Masked, Predictor, cosine_lr, grad_norm, rollout_los
 pub use model::{NormKind, Samudra, SamudraConfig, UpsampleKind};
 pub use parallel::{BUCKET_FLOATS, DataParallel, flatten_parameters};
 pub use rollout::{RolloutStep, denormalize, rollout};
+pub use run::{ExperimentSection, ModelSection, RunConfig, Steps, TrainSection};
 pub use step::{LossTargets, gradients, optimizer};
-pub use trainer::Trainer;
-pub use weights::{CheckpointEntry, load_upstream, save_upstream};
+pub use trainer::{Trainer, TrainerBuilder};
+pub use weights::{load_upstream, save_upstream};

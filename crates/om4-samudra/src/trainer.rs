@@ -8,7 +8,7 @@ use burn::module::Module;
 use burn::optim::{GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_batch::{Roles, SampleSpace, WindowSpec};
-use om4_burn::{Loader, ModelBatch};
+use om4_burn::{Loader, ModelBatch, loader};
 use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, Om4Source};
 
 use crate::checkpoint::Progress;
@@ -33,9 +33,8 @@ pub struct Trainer<S: BatchSource = Om4Source> {
     device: Device,
     train: Loader<S>,
     val: Loader<S>,
-    /// What the loaders are rebuilt from (rollout length or data-parallel setting changed).
+    /// What the training loader is rebuilt from when the curriculum changes the rollout length.
     train_src: Arc<S>,
-    val_src: Arc<S>,
     /// Which processes share the run.
     pub(crate) parallel: DataParallel,
     staging: BufferPool,
@@ -61,49 +60,80 @@ impl<S: BatchSource> std::fmt::Debug for Trainer<S> {
 }
 
 impl Trainer<Om4Source> {
-    /// Builds the model and the train and validation loaders over the configuration's time
-    /// splits of `source` (autodiff is enabled on `device`).
+    /// A trainer on the CPU over the configuration's time splits of `source` (`train_time`,
+    /// `val_time`); [`Trainer::builder`] takes splits, device, staging and parallelism.
     ///
     /// # Errors
-    /// A split too short for its windows, or a bad configuration.
-    pub fn new(config: TrainConfig, model_config: SamudraConfig, source: &Om4Source, device: Device) -> Result<Self> {
-        Self::with_staging(config, model_config, source, device, BufferPool::new())
-    }
-
-    /// [`Trainer::new`] with the host staging pool both loaders share, e.g.
-    /// `BufferPool::pinned(0)?` for a CUDA device (feature `cuda`).
-    ///
-    /// # Errors
-    /// As [`Trainer::new`].
-    pub fn with_staging(
-        config: TrainConfig,
-        model_config: SamudraConfig,
-        source: &Om4Source,
-        device: Device,
-        staging: BufferPool,
-    ) -> Result<Self> {
-        let (ts, te) = &config.train_time;
-        let (vs, ve) = &config.val_time;
-        let train = Arc::new(source.with_range(ts.as_deref(), te.as_deref())?);
-        let val = Arc::new(source.with_range(vs.as_deref(), ve.as_deref())?);
-        Self::from_sources(config, model_config, train, val, device, staging)
+    /// As [`TrainerBuilder::build`]; a split outside the store's times.
+    pub fn new(config: TrainConfig, model_config: SamudraConfig, source: &Om4Source) -> Result<Self> {
+        let train = Arc::new(source.with_range(&config.train_time)?);
+        let val = Arc::new(source.with_range(&config.val_time)?);
+        Self::builder(config, model_config, train, val).build()
     }
 }
 
-impl<S: BatchSource> Trainer<S> {
-    /// Builds the model and loaders over a training and a validation source of the same
-    /// variables (`config.train_time`/`val_time` are not consulted: the sources are the splits).
+/// Builds a [`Trainer`] once: its splits, then where it runs (device, host staging, the ranks
+/// of a data-parallel run), then the model and both loaders.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use om4_samudra::{DataParallel, RunConfig, Trainer};
+/// let run = RunConfig::from_file("configs/om4.toml".as_ref())?;
+/// let splits = run.data.open()?; // the store, opened once
+/// let mut trainer = Trainer::builder(run.train_config()?, run.model_config()?, Arc::new(splits.train), Arc::new(splits.val))
+///     .parallel(DataParallel::Single)
+///     .build()?;
+/// trainer.run_epoch(|_, _, _, _| {})?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct TrainerBuilder<S: BatchSource> {
+    config: TrainConfig,
+    model_config: SamudraConfig,
+    train: Arc<S>,
+    val: Arc<S>,
+    device: Device,
+    staging: BufferPool,
+    parallel: DataParallel,
+}
+
+impl<S: BatchSource> TrainerBuilder<S> {
+    /// Where the model trains (default: the CPU, `Device::flex()`); autodiff is enabled on it.
+    #[must_use]
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// The host staging pool both loaders share, e.g. `BufferPool::pinned(0)?` for a CUDA device
+    /// (feature `cuda`); default: pageable memory.
+    #[must_use]
+    pub fn staging(mut self, staging: BufferPool) -> Self {
+        self.staging = staging;
+        self
+    }
+
+    /// Makes the trainer one rank of a data-parallel run, or a single process emulating one
+    /// ([`DataParallel`]; default: one process). `config.batch_size` is per rank, as under
+    /// upstream's DDP. Every rank must build its trainer from the same configuration and seed and
+    /// call [`Trainer::run_epoch`] the same number of times; [`build`](Self::build) is then
+    /// collective, and every rank starts from rank 0's initial weights (as DDP's construction
+    /// broadcasts them). Rank 0 alone writes checkpoints.
+    #[must_use]
+    pub fn parallel(mut self, parallel: DataParallel) -> Self {
+        self.parallel = parallel;
+        self
+    }
+
+    /// Builds the model (seeded by `rand_seed`) and the training and validation loaders.
     ///
     /// # Errors
-    /// A split too short for its windows, sources of different variables, or a bad configuration.
-    pub fn from_sources(
-        config: TrainConfig,
-        model_config: SamudraConfig,
-        train_src: Arc<S>,
-        val_src: Arc<S>,
-        device: Device,
-        staging: BufferPool,
-    ) -> Result<Self> {
+    /// [`Error::Config`] for splits of different variables or grids, a bad curriculum, a zero
+    /// batch size, epoch count, gradient accumulation or world size; a split too short for its
+    /// windows; a failed broadcast of rank 0's weights.
+    pub fn build(self) -> Result<Trainer<S>> {
+        let Self { config, model_config, train: train_src, val: val_src, device, staging, parallel } = self;
         if train_src.channels() != val_src.channels() || train_src.grid() != val_src.grid() {
             return Err(Error::Config {
                 field: "sources",
@@ -117,24 +147,39 @@ impl<S: BatchSource> Trainer<S> {
                 reason: "must be at least 1".into(),
             });
         }
+        if parallel.world_size() == 0 {
+            return Err(Error::Config { field: "world_size", reason: "must be at least 1".into() });
+        }
         let device = device.autodiff();
-        // Seeded initialization: the same config trains the same network.
-        device.seed(config.rand_seed);
         let states = config.hist + 1;
         let train_steps = config.steps_at(1, 1);
-        let parallel = DataParallel::Single;
-        let train = Self::train_loader(&config, &train_src, train_steps, &device, &staging, &parallel)?;
-        let val = Self::val_loader(&config, &val_src, &device, &staging, &parallel)?;
+        let train = Trainer::train_loader(&config, &train_src, train_steps, &device, &staging, &parallel)?;
+        let val = Trainer::val_loader(&config, &val_src, &device, &staging, &parallel)?;
         let channels = train_src.channels();
         let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
         let grid = train_src.grid();
         let prog = &train_src.normalizations()[Roles::PROGNOSTIC];
         let targets = LossTargets::new(om4_burn::label_mask(prog, states, grid, &device), states * c_prog);
-        let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);
+        // Seeded initialization: the same config trains the same network. Burn's seed is global
+        // to the process and parameters draw their values when first read (here: by the EMA's
+        // copy, in module order), so trainers built at once (thread ranks, tests) do both one at
+        // a time.
+        static SEEDED_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let (mut model, mut ema) = {
+            let _one_at_a_time = SEEDED_INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            device.seed(config.rand_seed);
+            let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);
+            let ema = Ema::new(&model, config.ema_decay);
+            (model, ema)
+        };
+        // Every rank starts from rank 0's weights, as DDP's construction broadcasts them.
+        if let Some(collective) = parallel.collective() {
+            model = crate::parallel::from_rank0(model, collective, true)?;
+            ema = Ema::new(&model, config.ema_decay);
+        }
         let optim = step::optimizer(config.grad_clip);
-        let ema = Ema::new(&model, config.ema_decay);
         let dynamic = config.dynamic_loss_limit.map(|limit| DynamicLoss::new(c_prog, limit));
-        Ok(Self {
+        Ok(Trainer {
             config,
             model_config,
             model,
@@ -144,7 +189,6 @@ impl<S: BatchSource> Trainer<S> {
             train,
             val,
             train_src,
-            val_src,
             parallel,
             staging,
             train_steps,
@@ -155,6 +199,22 @@ impl<S: BatchSource> Trainer<S> {
             checkpoint: None,
             resume_at: None,
         })
+    }
+}
+
+impl<S: BatchSource> Trainer<S> {
+    /// Starts building a trainer over a training and a validation source of the same variables
+    /// (`config.train_time`/`val_time` are not consulted: the sources are the splits).
+    pub fn builder(config: TrainConfig, model_config: SamudraConfig, train: Arc<S>, val: Arc<S>) -> TrainerBuilder<S> {
+        TrainerBuilder {
+            config,
+            model_config,
+            train,
+            val,
+            device: Device::flex(),
+            staging: BufferPool::new(),
+            parallel: DataParallel::Single,
+        }
     }
 
     /// The training loader for rollouts of `steps` steps.
@@ -169,8 +229,7 @@ impl<S: BatchSource> Trainer<S> {
         let spec = WindowSpec::new(config.hist, steps, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
         let schedule = parallel.schedule(config.batch_size, config.rand_seed, false)?;
-        Ok(Loader::new(Arc::clone(source), space, schedule, config.loading, device.clone())
-            .with_buffers(staging.clone()))
+        Ok(loader(Arc::clone(source), space, schedule, config.loading, device.clone()).with_buffers(staging.clone()))
     }
 
     /// The validation loader (one rollout step).
@@ -184,47 +243,7 @@ impl<S: BatchSource> Trainer<S> {
         let spec = WindowSpec::new(config.hist, 1, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
         let schedule = parallel.schedule(config.batch_size, config.rand_seed, true)?;
-        Ok(Loader::new(Arc::clone(source), space, schedule, config.loading, device.clone())
-            .with_buffers(staging.clone()))
-    }
-
-    /// Makes this trainer one rank of a data-parallel run, or a single process emulating one
-    /// ([`DataParallel`]); call it before the first epoch. `config.batch_size` is per rank, as
-    /// under upstream's DDP. Every rank must build its trainer from the same configuration and
-    /// seed and call [`run_epoch`](Self::run_epoch) the same number of times; this call is
-    /// collective, and every rank continues from rank 0's initial weights (as DDP's construction
-    /// broadcasts them). Rank 0 alone writes checkpoints.
-    ///
-    /// # Errors
-    /// [`Error::Config`] for an emulated world of 0 ranks, or after an epoch or a resume;
-    /// planning errors.
-    pub fn data_parallel(&mut self, parallel: DataParallel) -> Result<()> {
-        if parallel.world_size() == 0 {
-            return Err(Error::Config { field: "world_size", reason: "must be at least 1".into() });
-        }
-        if self.next_epoch != 1 || self.ema.updates != 0 {
-            return Err(Error::Config {
-                field: "data_parallel",
-                reason: "set before the first epoch and before resume (it starts every rank from rank 0's weights)"
-                    .into(),
-            });
-        }
-        self.train = Self::train_loader(
-            &self.config,
-            &self.train_src,
-            self.train_steps,
-            &self.device,
-            &self.staging,
-            &parallel,
-        )?;
-        self.val = Self::val_loader(&self.config, &self.val_src, &self.device, &self.staging, &parallel)?;
-        self.parallel = parallel;
-        // Every rank starts from rank 0's weights, as DDP's construction broadcasts them.
-        if let Some(collective) = self.parallel.collective() {
-            self.model = parallel::from_rank0(self.model.clone(), collective, true)?;
-            self.ema = Ema::new(&self.model, self.config.ema_decay);
-        }
-        Ok(())
+        Ok(loader(Arc::clone(source), space, schedule, config.loading, device.clone()).with_buffers(staging.clone()))
     }
 
     /// Which processes share this run.

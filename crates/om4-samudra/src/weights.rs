@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
+use burn::store::pytorch::{PytorchError, PytorchReader};
 use burn::store::{
     ApplyResult, BurnToPyTorchAdapter, KeyRemapper, ModuleSnapshot, PyTorchToBurnAdapter, PytorchStore,
     SafetensorsStore,
@@ -20,15 +21,6 @@ use burn::store::{
 
 use crate::error::{Error, Result};
 use crate::model::Samudra;
-
-/// Which entry of a whole upstream checkpoint (`torch.save({"model": …, "ema": …, …})`) to load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckpointEntry {
-    /// `checkpoint["model"]`: the trained weights (also the EMA weights in upstream's `ema_ckpt.pt`).
-    Model,
-    /// The file is a bare `state_dict`.
-    StateDict,
-}
 
 /// Upstream block index → om4 module path.
 const BLOCKS: [(&str, &str); 9] = [
@@ -89,16 +81,17 @@ fn known_buffer(key: &str) -> bool {
 }
 
 /// Loads upstream weights into `model` (built with the same architecture and channel counts):
-/// a `.safetensors` file, or a `.pt`/`.pth` file holding a whole checkpoint (`entry`
-/// [`CheckpointEntry::Model`]) or a bare `state_dict`; keys may carry DDP's `module.` prefix or
-/// use the 2024 flat `layers.N` layout.
+/// a `.safetensors` file, or a `.pt`/`.pth` file holding either a whole checkpoint
+/// (`torch.save({"model": …, …})`: its `"model"` entry, which in upstream's `ema_ckpt.pt` holds the
+/// EMA weights) or a bare `state_dict` (told apart by the top-level `"model"` key); keys may carry
+/// DDP's `module.` prefix or use the 2024 flat `layers.N` layout.
 ///
 /// # Errors
 /// [`Error::Weights`] naming the file and the keys: missing tensors, tensors that are neither
 /// om4's nor a known buffer (`cap`, `num_batches_tracked`), and shape mismatches (with the
 /// channel counts when the first or last layer disagrees with the configured model); also an
 /// unreadable file.
-pub fn load_upstream(model: &mut Samudra, path: &Path, entry: CheckpointEntry) -> Result<()> {
+pub fn load_upstream(model: &mut Samudra, path: &Path) -> Result<()> {
     let err = |reason: String| Error::Weights { path: path.to_path_buf(), reason };
     let is_safetensors = path.extension().is_some_and(|e| e == "safetensors");
     let result = if is_safetensors {
@@ -114,8 +107,11 @@ pub fn load_upstream(model: &mut Samudra, path: &Path, entry: CheckpointEntry) -
             .remap(upstream_to_om4())
             .allow_partial(true)
             .validate(false);
-        if entry == CheckpointEntry::Model {
-            store = store.with_top_level_key("model");
+        // A whole checkpoint keeps its weights under "model"; a bare state_dict has no such key.
+        match PytorchReader::with_top_level_key(path, "model") {
+            Ok(_) => store = store.with_top_level_key("model"),
+            Err(PytorchError::KeyNotFound(_)) => {}
+            Err(e) => return Err(err(e.to_string())),
         }
         model.load_from(&mut store).map_err(|e| err(e.to_string()))?
     };

@@ -12,7 +12,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use burn::tensor::Device;
 use om4_burn::{LoaderConfig, Om4Source, SourceConfig};
 use om4_pipeline::{Collective, ThreadGroup};
 use om4_samudra::{DataParallel, EpochReport, NormKind, SamudraConfig, TrainConfig, Trainer, flatten_parameters};
@@ -40,8 +39,8 @@ fn config() -> TrainConfig {
         steps: 2,
         grad_clip: 0.5,
         dynamic_loss_limit: Some(20.0),
-        train_time: (None, Some("1958-04-01".into())),
-        val_time: (Some("1958-03-01".into()), None),
+        train_time: "..1958-04-01".parse().unwrap(),
+        val_time: "1958-03-01..".parse().unwrap(),
         loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
         ..TrainConfig::default()
     }
@@ -55,20 +54,18 @@ struct Run {
     batches: usize,
 }
 
-/// A new trainer. The device's seed is global to the process, so trainers (thread ranks, and the
-/// tests running beside each other) initialize one at a time: each draws the seeded weights, as
-/// every rank does in its own process.
-fn trainer(config: TrainConfig, src: &Om4Source) -> Trainer {
-    static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one_at_a_time = INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    Trainer::new(config, model(), src, Device::flex()).unwrap()
+/// A new trainer over the configuration's splits (the builder draws each trainer's seeded
+/// weights one at a time, so thread ranks get the same ones, as every rank in its own process).
+fn trainer(config: TrainConfig, src: &Om4Source, parallel: DataParallel) -> Trainer {
+    let train = Arc::new(src.with_range(&config.train_time).unwrap());
+    let val = Arc::new(src.with_range(&config.val_time).unwrap());
+    Trainer::builder(config, model(), train, val).parallel(parallel).build().unwrap()
 }
 
 /// Trains `EPOCHS` epochs, then saves a checkpoint into `save` (when given).
 fn train(source: &SourceConfig, parallel: DataParallel, save: Option<&Path>) -> Run {
-    let src = Om4Source::open(source, None, None, ReadPool::new(2).unwrap()).unwrap();
-    let mut trainer = trainer(config(), &src);
-    trainer.data_parallel(parallel).unwrap();
+    let src = Om4Source::open(source, ReadPool::new(2).unwrap()).unwrap();
+    let mut trainer = trainer(config(), &src, parallel);
     let reports = (0..EPOCHS).map(|_| trainer.run_epoch(|_, _, _, _| {}).unwrap()).collect();
     if let Some(dir) = save {
         trainer.save(dir).unwrap();
@@ -151,26 +148,22 @@ fn two_thread_ranks_train_like_one_process_on_the_global_batches() {
 fn checkpoints_name_their_world_size_and_only_rank_0_writes() {
     let dir = tempfile::tempdir().unwrap();
     let source = store(dir.path());
-    let src = Om4Source::open(&source, None, None, ReadPool::new(2).unwrap()).unwrap();
+    let src = Om4Source::open(&source, ReadPool::new(2).unwrap()).unwrap();
     let mut config = config();
     config.epochs = 1;
-    let mut emulated = trainer(config.clone(), &src);
-    emulated.data_parallel(DataParallel::Emulate { world_size: WORLD }).unwrap();
+    let mut emulated = trainer(config.clone(), &src, DataParallel::Emulate { world_size: WORLD });
     emulated.run_epoch(|_, _, _, _| {}).unwrap();
     let ckpt = dir.path().join("ckpt");
     emulated.save(&ckpt).unwrap();
 
-    let mut single = trainer(config.clone(), &src);
+    let mut single = trainer(config.clone(), &src, DataParallel::Single);
     let err = single.resume(&ckpt).unwrap_err().to_string();
     assert!(err.contains("2 rank(s), but this run has 1"), "{err}");
-    let mut same = trainer(config.clone(), &src);
-    same.data_parallel(DataParallel::Emulate { world_size: WORLD }).unwrap();
+    let mut same = trainer(config.clone(), &src, DataParallel::Emulate { world_size: WORLD });
     same.resume(&ckpt).unwrap();
     assert_eq!(same.next_epoch(), 2);
 
-    assert!(same.data_parallel(DataParallel::Emulate { world_size: 0 }).is_err());
-    // After a resume (or an epoch) it is refused: it would restart every rank from rank 0's
-    // initial weights.
-    let err = same.data_parallel(DataParallel::Emulate { world_size: WORLD }).unwrap_err().to_string();
-    assert!(err.contains("before the first epoch"), "{err}");
+    let (train, val) = (Arc::new(src.clone()), Arc::new(src.clone()));
+    let none = Trainer::builder(config, model(), train, val).parallel(DataParallel::Emulate { world_size: 0 }).build();
+    assert!(none.unwrap_err().to_string().contains("world_size"));
 }

@@ -15,7 +15,7 @@ fn rollout_steps_equal_single_forward_applications_and_round_trip_through_a_stor
     let cfg = SynthConfig { ny: 16, nx: 32, times: 16, levels: 1, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
     let config = SourceConfig::samudra(paths.data.clone(), paths.means, paths.stds, 1);
-    let source = Arc::new(Om4Source::open(&config, None, None, ReadPool::new(2).unwrap()).unwrap());
+    let source = Arc::new(Om4Source::open(&config, ReadPool::new(2).unwrap()).unwrap());
     let (hist, steps, start) = (1, 3, 2);
     let (grid, states) = (source.grid(), hist + 1);
     let channels = source.channels();

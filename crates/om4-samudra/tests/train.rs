@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, Loader, LoaderConfig, Om4Source, SourceConfig};
+use om4_burn::{BatchSource, LoaderConfig, Om4Source, SourceConfig, loader};
 use om4_samudra::Masked;
 use om4_samudra::{Predictor, SamudraConfig, TrainConfig, Trainer, rollout_loss};
 use om4_store::{ReadPool, SynthConfig, synthesize};
@@ -15,7 +15,7 @@ fn source(dir: &std::path::Path) -> Om4Source {
     let cfg = SynthConfig { ny: 16, nx: 32, times: 24, levels: 2, consolidated: false, ..SynthConfig::default() };
     let paths = synthesize(dir, &cfg, |_, _| {}).unwrap();
     let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
-    Om4Source::open(&config, None, None, ReadPool::new(2).unwrap()).unwrap()
+    Om4Source::open(&config, ReadPool::new(2).unwrap()).unwrap()
 }
 
 fn values(t: Tensor<4>) -> Vec<u32> {
@@ -31,13 +31,13 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
         learning_rate: 3e-3,
         batch_size: 2,
         steps: 2,
-        train_time: (None, Some("1958-04-01".into())),
-        val_time: (Some("1958-03-01".into()), None),
+        train_time: "..1958-04-01".parse().unwrap(),
+        val_time: "1958-03-01..".parse().unwrap(),
         loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
         ..TrainConfig::default()
     };
     let model = SamudraConfig::tiny();
-    let mut trainer = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
+    let mut trainer = Trainer::new(config.clone(), model.clone(), &src).unwrap();
     assert!(trainer.train_batches() >= 4);
     let mut losses = Vec::new();
     let mut reports = Vec::new();
@@ -53,7 +53,7 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
     // checkpoint round trip
     let ckpt = dir.path().join("ckpt");
     trainer.save(&ckpt).unwrap();
-    let mut restored = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
+    let mut restored = Trainer::new(config.clone(), model.clone(), &src).unwrap();
     restored.resume(&ckpt).unwrap();
     assert_eq!(restored.next_epoch(), 4);
     let input = Tensor::<4>::from_data(
@@ -78,7 +78,7 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
     let mut legacy = state;
     legacy.as_object_mut().unwrap().remove("generation");
     std::fs::write(ckpt.join("state.json"), legacy.to_string()).unwrap();
-    let mut old = Trainer::new(config, model, &src, Device::flex()).unwrap();
+    let mut old = Trainer::new(config, model, &src).unwrap();
     old.resume(&ckpt).unwrap();
     assert_eq!(old.next_epoch(), 4);
     let pa = values(trainer.ema().forward(input.clone(), land.clone()));
@@ -94,10 +94,10 @@ fn dynamic_loss_weights_update_and_survive_checkpoints() {
         batch_size: 4,
         steps: 1,
         dynamic_loss_limit: Some(20.0),
-        val_time: (Some("1958-03-01".into()), None),
+        val_time: "1958-03-01..".parse().unwrap(),
         ..TrainConfig::default()
     };
-    let mut trainer = Trainer::new(config.clone(), SamudraConfig::tiny(), &src, Device::flex()).unwrap();
+    let mut trainer = Trainer::new(config.clone(), SamudraConfig::tiny(), &src).unwrap();
     let report = trainer.run_epoch(|_, _, _, _| {}).unwrap();
     assert!(report.train_loss.is_finite());
     let weights = trainer.loss_weights().unwrap().clone();
@@ -105,7 +105,7 @@ fn dynamic_loss_weights_update_and_survive_checkpoints() {
     assert!(weights.scales.iter().all(|s| s.is_finite() && *s > 0.0));
     assert!(weights.scales.iter().any(|&s| s != 1.0), "weights moved: {:?}", weights.scales);
     trainer.save(&dir.path().join("ckpt")).unwrap();
-    let mut restored = Trainer::new(config, SamudraConfig::tiny(), &src, Device::flex()).unwrap();
+    let mut restored = Trainer::new(config, SamudraConfig::tiny(), &src).unwrap();
     restored.resume(&dir.path().join("ckpt")).unwrap();
     assert_eq!(restored.loss_weights(), Some(&weights));
 }
@@ -130,13 +130,8 @@ fn rollout_feeds_predictions_back_with_true_boundaries() {
     let src = Arc::new(source(dir.path()));
     let spec = WindowSpec::new(1, 3, 1).unwrap();
     let space = SampleSpace::single(spec, src.time_len()).unwrap();
-    let loader = Loader::new(
-        src.clone(),
-        space,
-        Schedule::training(2, 1, None).unwrap(),
-        LoaderConfig::default(),
-        Device::flex(),
-    );
+    let loader =
+        loader(src.clone(), space, Schedule::training(2, 1, None).unwrap(), LoaderConfig::default(), Device::flex());
     let batch = loader.epoch(1).unwrap().next().unwrap().unwrap().batch;
     let prog = 2 * 9;
     let stub = Recorder { outputs: prog, inputs: RefCell::new(Vec::new()) };
@@ -176,22 +171,22 @@ fn a_run_resumed_inside_an_epoch_ends_where_the_uninterrupted_run_does() {
         steps: 1,
         grad_accumulation: 2,
         dynamic_loss_limit: Some(20.0),
-        train_time: (None, Some("1958-04-01".into())),
-        val_time: (Some("1958-03-01".into()), None),
+        train_time: "..1958-04-01".parse().unwrap(),
+        val_time: "1958-03-01..".parse().unwrap(),
         ..TrainConfig::default()
     };
     let model = SamudraConfig::tiny();
     let ckpt = dir.path().join("ckpt");
     // The whole run checkpoints after every optimizer step; the last one inside epoch 2 is what
     // a run killed there would have left.
-    let mut whole = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
+    let mut whole = Trainer::new(config.clone(), model.clone(), &src).unwrap();
     let total = whole.train_batches();
     assert!(total >= 5, "{total} batches: too few to stop inside the epoch");
     whole.checkpoint_every(&ckpt, 1).unwrap();
     whole.run_epoch(|_, _, _, _| {}).unwrap();
     let report = whole.run_epoch(|_, _, _, _| {}).unwrap();
 
-    let mut resumed = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
+    let mut resumed = Trainer::new(config.clone(), model.clone(), &src).unwrap();
     resumed.resume(&ckpt).unwrap();
     let last_inside = (total - 1) / 2 * 2; // after the last full accumulation before the end
     assert_eq!(resumed.resume_point(), (2, last_inside));
@@ -217,12 +212,12 @@ fn a_run_resumed_inside_an_epoch_ends_where_the_uninterrupted_run_does() {
     assert!(files.iter().any(|f| f == "state.json"));
     // A save killed before it replaced state.json leaves the previous checkpoint whole.
     std::fs::write(ckpt.join("model-999.bpk"), b"half written").unwrap();
-    let mut again = Trainer::new(config.clone(), model.clone(), &src, Device::flex()).unwrap();
+    let mut again = Trainer::new(config.clone(), model.clone(), &src).unwrap();
     again.resume(&ckpt).unwrap();
     assert_eq!(again.resume_point(), (2, last_inside));
     // A batch number is meaningless under another schedule.
     let other = TrainConfig { batch_size: 3, ..config };
-    let mut mismatched = Trainer::new(other, model, &src, Device::flex()).unwrap();
+    let mut mismatched = Trainer::new(other, model, &src).unwrap();
     assert!(mismatched.resume(&ckpt).is_err());
     assert!(whole.checkpoint_every(&ckpt, 0).is_err());
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor, TensorData};
-use om4_samudra::{CheckpointEntry, Ema, NormKind, Samudra, SamudraConfig, UpsampleKind, load_upstream};
+use om4_samudra::{Ema, NormKind, Samudra, SamudraConfig, UpsampleKind, load_upstream};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/upstream/training")
@@ -21,7 +21,7 @@ fn small_batch(path: &Path) -> Samudra {
         ..SamudraConfig::v2()
     };
     let mut model = config.init(3, 2, &Device::flex());
-    load_upstream(&mut model, path, CheckpointEntry::StateDict).unwrap_or_else(|e| panic!("{e}"));
+    load_upstream(&mut model, path).unwrap_or_else(|e| panic!("{e}"));
     model
 }
 
@@ -52,7 +52,7 @@ fn ema_equals_upstream_ema_tracker_bit_for_bit() {
     let mut ema = Ema::new(&live, 0.999);
     for k in 1..4 {
         let path = fixtures().join(format!("ema_step{k}.safetensors"));
-        load_upstream(&mut live, &path, CheckpointEntry::StateDict).unwrap();
+        load_upstream(&mut live, &path).unwrap();
         ema.update(&live);
     }
     assert_eq!(ema.updates(), 3);

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use burn::tensor::{Bool, Device, Tensor, TensorData};
-use om4_samudra::{CheckpointEntry, NormKind, Samudra, SamudraConfig, UpsampleKind, load_upstream, save_upstream};
+use om4_samudra::{NormKind, Samudra, SamudraConfig, UpsampleKind, load_upstream, save_upstream};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/upstream/model")
@@ -80,7 +80,7 @@ fn relative_error(got: &[f64], want: &[f64]) -> f64 {
 fn upstream_safetensors_give_upstream_outputs() {
     for variant in ["small_batch", "small_instance", "small_v1", "tiny"] {
         let mut model = config(variant).init(3, 2, &Device::flex());
-        load_upstream(&mut model, &fixtures().join(format!("{variant}.safetensors")), CheckpointEntry::StateDict)
+        load_upstream(&mut model, &fixtures().join(format!("{variant}.safetensors")))
             .unwrap_or_else(|e| panic!("{variant}: {e}"));
         let (want, _) = npy(&fixtures().join(format!("{variant}_output.npy")));
         let err = relative_error(&forward(&model), &want);
@@ -92,17 +92,17 @@ fn upstream_safetensors_give_upstream_outputs() {
 #[test]
 fn upstream_checkpoints_load_model_and_ddp_entries() {
     let mut model = config("small_batch").init(3, 2, &Device::flex());
-    load_upstream(&mut model, &fixtures().join("small_batch_ckpt.pt"), CheckpointEntry::Model).unwrap();
+    load_upstream(&mut model, &fixtures().join("small_batch_ckpt.pt")).unwrap();
     let (want, _) = npy(&fixtures().join("small_batch_output.npy"));
     assert!(relative_error(&forward(&model), &want) <= 1e-5);
     // upstream's ema_ckpt.pt under DDP: the EMA weights as "model", every key prefixed `module.`.
     let mut ema = config("small_batch").init(3, 2, &Device::flex());
-    load_upstream(&mut ema, &fixtures().join("small_batch_ema_ckpt_module.pt"), CheckpointEntry::Model).unwrap();
+    load_upstream(&mut ema, &fixtures().join("small_batch_ema_ckpt_module.pt")).unwrap();
     let (want, _) = npy(&fixtures().join("small_batch_output_ema.npy"));
     assert!(relative_error(&forward(&ema), &want) <= 1e-5);
     // The 2024 release's flat `layers.N` keys with the head at `layers.17` (make_flat_2024.py).
     let mut flat = config("small_batch").init(3, 2, &Device::flex());
-    load_upstream(&mut flat, &fixtures().join("small_batch_flat2024.pt"), CheckpointEntry::StateDict).unwrap();
+    load_upstream(&mut flat, &fixtures().join("small_batch_flat2024.pt")).unwrap();
     let (want, _) = npy(&fixtures().join("small_batch_output.npy"));
     assert!(relative_error(&forward(&flat), &want) <= 1e-5);
 }
@@ -112,27 +112,25 @@ fn mismatched_models_are_errors_naming_the_keys() {
     let path = fixtures().join("small_batch.safetensors");
     // Another input channel count: the first layer's shapes disagree.
     let mut wrong_inputs = config("small_batch").init(5, 2, &Device::flex());
-    let e = load_upstream(&mut wrong_inputs, &path, CheckpointEntry::StateDict).unwrap_err().to_string();
+    let e = load_upstream(&mut wrong_inputs, &path).unwrap_err().to_string();
     assert!(e.contains("down.0.conv1.weight") && e.contains("input channel count"), "{e}");
     // Instance norm has no running statistics: the file's batch-norm tensors are left over.
     let mut wrong_norm = config("small_instance").init(3, 2, &Device::flex());
-    let e = load_upstream(&mut wrong_norm, &path, CheckpointEntry::StateDict).unwrap_err().to_string();
+    let e = load_upstream(&mut wrong_norm, &path).unwrap_err().to_string();
     assert!(e.contains("not in the model") && e.contains("running_mean"), "{e}");
     // Batch norm where the file has none: missing keys.
     let mut missing = config("small_batch").init(3, 2, &Device::flex());
-    let e = load_upstream(&mut missing, &fixtures().join("small_instance.safetensors"), CheckpointEntry::StateDict)
-        .unwrap_err()
-        .to_string();
+    let e = load_upstream(&mut missing, &fixtures().join("small_instance.safetensors")).unwrap_err().to_string();
     assert!(e.contains("missing") && e.contains("norm1.batch"), "{e}");
     // Not a weights file.
     let mut model = config("small_batch").init(3, 2, &Device::flex());
-    assert!(load_upstream(&mut model, &fixtures().join("model.json"), CheckpointEntry::Model).is_err());
+    assert!(load_upstream(&mut model, &fixtures().join("model.json")).is_err());
 }
 
 #[test]
 fn saved_weights_round_trip_bit_for_bit_with_upstream_names() {
     let mut model = config("small_batch").init(3, 2, &Device::flex());
-    load_upstream(&mut model, &fixtures().join("small_batch.safetensors"), CheckpointEntry::StateDict).unwrap();
+    load_upstream(&mut model, &fixtures().join("small_batch.safetensors")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("om4.safetensors");
     save_upstream(&model, &out).unwrap();
@@ -154,7 +152,7 @@ fn saved_weights_round_trip_bit_for_bit_with_upstream_names() {
         assert!(text.contains(key), "{key} not among the saved names");
     }
     let mut back = config("small_batch").init(3, 2, &Device::flex());
-    load_upstream(&mut back, &out, CheckpointEntry::StateDict).unwrap();
+    load_upstream(&mut back, &out).unwrap();
     let bits = |m: &Samudra| forward(m).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&back), bits(&model));
 }

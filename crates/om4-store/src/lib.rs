@@ -27,7 +27,7 @@
 //! // paths.data is e.g. /data/om4_onedeg/OM4.zarr
 //! let store = Om4Store::open(&paths.data)?;
 //! let set = store.channels(&["thetao_1", "zos"])?;
-//! let selection = store.select(Some("1958-01-01"), Some("1958-02-01"))?; // six 5-day steps
+//! let selection = store.select(&"1958-01-01..1958-01-31".parse()?)?; // six 5-day steps
 //! let pool = ReadPool::new(2)?;
 //! let mut planes = vec![0f32; 3 * set.len() * set.grid().plane()];
 //! store.reader(&pool, &set, &selection).read(&[0, 2, 5], &mut planes)?;
@@ -56,6 +56,7 @@
 
 mod channel;
 mod channels;
+mod dates;
 mod direct;
 mod error;
 mod location;
@@ -67,14 +68,17 @@ mod read;
 mod reference;
 #[cfg(feature = "s3")]
 mod remote;
+mod samudra;
 mod stats;
 mod store;
+mod store_writer;
 mod synth;
 mod time;
 mod write;
 mod zarr;
 
 pub use channels::{Channel, ChannelSet};
+pub use dates::{DateRange, JulianDate};
 pub use error::{BoxError, Error, Result};
 pub use location::{HttpLocation, RequestCounts, RequestOptions, S3Location, StoreLocation};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
@@ -82,11 +86,9 @@ pub use pool::ReadPool;
 pub use read::Reader;
 #[cfg(feature = "bench-reference")]
 pub use reference::ReadDecodeTimes;
+pub use samudra::{DEPTH_VARS, DZ, LEV, SURFACE_VARS, channel_names};
 pub use stats::{ChannelStats, StatsStore, compute_statistics, write_statistics};
 pub use store::{Layout, Om4Store, Selection};
-pub use synth::{
-    DEPTH_VARS, DZ, LEV, SURFACE_VARS, SynthCodec, SynthConfig, SynthFormat, SynthLayout, SynthPaths, channel_names,
-    synthesize,
-};
+pub use synth::{SynthCodec, SynthConfig, SynthLayout, SynthPaths, synthesize};
 pub use time::{Calendar, Instant, TimeAxis, parse_date};
 pub use write::{PlaneWriter, TimeCoordinate};

@@ -4,16 +4,17 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 
-/// Zarr format version of an array.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Zarr format version of an array (or of a store to write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ZarrFormat {
-    /// Zarr v2 (`.zarray`).
+    /// Zarr v2 (`.zarray`; OM4 stores are published so, with consolidated `.zmetadata`).
+    #[default]
     V2,
     /// Zarr v3 (`zarr.json`).
     V3,

@@ -10,9 +10,11 @@ use rayon::prelude::*;
 use crate::channels::{Channel, ChannelSet};
 use crate::error::{Error, Result};
 use crate::location::StoreLocation;
+use crate::meta::ZarrFormat;
 use crate::pool::ReadPool;
 use crate::store::{Om4Store, Selection};
-use crate::synth::{StatEntry, SynthCodec, SynthConfig, SynthFormat, SynthPaths, write_stat_store};
+use crate::store_writer::{StatEntry, WriteOptions, write_stat_store};
+use crate::synth::{SynthCodec, SynthPaths};
 
 /// One channel's statistics.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -138,8 +140,7 @@ pub fn write_statistics(dir: &Path, set: &ChannelSet, stats: &[(f32, f32)]) -> R
         }
     }
     let paths = SynthPaths::under(dir);
-    let cfg =
-        SynthConfig { format: SynthFormat::V2, consolidated: true, codec: SynthCodec::None, ..SynthConfig::default() };
+    let cfg = WriteOptions { format: ZarrFormat::V2, codec: SynthCodec::None, shard: None, consolidated: true };
     for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
         let value = |i: usize| if pick == 0 { stats[i].0 } else { stats[i].1 };
         let entries: Vec<StatEntry> = groups
@@ -150,7 +151,7 @@ pub fn write_statistics(dir: &Path, set: &ChannelSet, stats: &[(f32, f32)]) -> R
                 per_level: *per_level,
             })
             .collect();
-        write_stat_store(path, &cfg, &entries)?;
+        write_stat_store(path, cfg, &entries)?;
     }
     Ok((paths.means, paths.stds))
 }

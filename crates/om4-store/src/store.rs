@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::channel::{split_legacy, split_level};
+use crate::dates::DateRange;
 use crate::error::{Error, Result};
 use crate::location::StoreLocation;
 use crate::meta::{ArrayInfo, LocalMeta, discover};
@@ -287,20 +288,19 @@ impl Om4Store {
         Error::Invalid { store: self.root.clone(), array: array.to_string(), reason: reason.into() }
     }
 
-    /// Rows whose time lies in `[start 12:00, end 12:00]`, both ends included, as Samudra selects
-    /// a time range (bounds are bare Julian dates `YYYY-MM-DD` at noon; see
-    /// [`TimeAxis::select_inclusive`]); open bounds select all.
+    /// The rows of a [`DateRange`] (both ends included, at 12:00, as Samudra selects; see
+    /// [`TimeAxis::select_inclusive`]); [`DateRange::ALL`] selects every row.
     ///
     /// # Errors
-    /// [`Error::Time`] when a bound is given but the store has no CF time coordinate, a bound is
-    /// not a date, or the range lies entirely outside the time axis.
-    pub fn select(&self, start: Option<&str>, end: Option<&str>) -> Result<Selection> {
+    /// [`Error::Time`] when the store has no CF time coordinate, or the range lies entirely outside
+    /// the time axis.
+    pub fn select(&self, range: &DateRange) -> Result<Selection> {
         match &self.time {
             Some(t) => t
-                .select_inclusive(start, end)
+                .select_inclusive(range)
                 .map(|rows| Selection { rows })
                 .map_err(|reason| Error::Time { store: self.root.clone(), reason }),
-            None if start.is_none() && end.is_none() => Err(Error::Time {
+            None if range.is_all() => Err(Error::Time {
                 store: self.root.clone(),
                 reason: "the store has no time coordinate: use Selection { rows } with explicit rows".into(),
             }),

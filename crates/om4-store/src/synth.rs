@@ -9,25 +9,13 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::zarr::{ArrayWriter, Values};
-
-/// OM4 level centres (m).
-pub const LEV: [f64; 19] = [
-    2.5, 10.0, 22.5, 40.0, 65.0, 105.0, 165.0, 250.0, 375.0, 550.0, 775.0, 1050.0, 1400.0, 1850.0, 2400.0, 3100.0,
-    4000.0, 5000.0, 6000.0,
-];
-/// OM4 level thicknesses (m).
-pub const DZ: [f64; 19] = [
-    5.0, 10.0, 15.0, 20.0, 30.0, 50.0, 70.0, 100.0, 150.0, 200.0, 250.0, 300.0, 400.0, 500.0, 600.0, 800.0, 1000.0,
-    1000.0, 1000.0,
-];
-/// Variables with a level axis, in Samudra's prognostic order.
-pub const DEPTH_VARS: [&str; 4] = ["uo", "vo", "thetao", "so"];
-/// Level-free variables.
-pub const SURFACE_VARS: [&str; 4] = ["zos", "tauuo", "tauvo", "hfds"];
+use crate::meta::ZarrFormat;
+use crate::samudra::{DEPTH_VARS, DZ, LEV, SURFACE_VARS};
+use crate::store_writer::{Spec, StatEntry, WriteOptions, Writer, write_stat_store};
+use crate::zarr::Values;
 
 /// Flat (`thetao_4`) or compact (`thetao(time, lev, y, x)`) arrays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -38,17 +26,6 @@ pub enum SynthLayout {
     Flat,
     /// One array per variable, `(time, lev, y, x)`.
     Compact,
-}
-
-/// Zarr format to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SynthFormat {
-    /// Zarr v2 (OM4 stores are published so, with consolidated `.zmetadata`).
-    #[default]
-    V2,
-    /// Zarr v3.
-    V3,
 }
 
 /// Compression of the data arrays.
@@ -87,7 +64,7 @@ pub struct SynthConfig {
     /// Flat or compact.
     pub layout: SynthLayout,
     /// Zarr v2 or v3.
-    pub format: SynthFormat,
+    pub format: ZarrFormat,
     /// Compression.
     pub codec: SynthCodec,
     /// Time steps per chunk.
@@ -101,6 +78,13 @@ pub struct SynthConfig {
     pub seed: u64,
 }
 
+impl SynthConfig {
+    /// How its arrays are written: format, codec, shards, consolidation.
+    pub(crate) fn write_options(&self) -> WriteOptions {
+        WriteOptions { format: self.format, codec: self.codec, shard: self.shard, consolidated: self.consolidated }
+    }
+}
+
 impl Default for SynthConfig {
     fn default() -> Self {
         Self {
@@ -109,7 +93,7 @@ impl Default for SynthConfig {
             times: 73,
             levels: 19,
             layout: SynthLayout::Flat,
-            format: SynthFormat::V2,
+            format: ZarrFormat::V2,
             codec: SynthCodec::None,
             time_chunk: 1,
             shard: None,
@@ -135,15 +119,6 @@ impl SynthPaths {
     pub fn under(dir: &Path) -> Self {
         Self { data: dir.join("OM4.zarr"), means: dir.join("OM4_means.zarr"), stds: dir.join("OM4_stds.zarr") }
     }
-}
-
-/// Channel names of a synthetic store in Samudra's order: `uo_*, vo_*, thetao_*, so_*, zos, tauuo, tauvo, hfds`.
-pub fn channel_names(levels: usize) -> Vec<String> {
-    DEPTH_VARS
-        .iter()
-        .flat_map(|v| (0..levels).map(move |k| format!("{v}_{k}")))
-        .chain(SURFACE_VARS.iter().map(|v| (*v).to_string()))
-        .collect()
 }
 
 fn splitmix(mut z: u64) -> u64 {
@@ -198,159 +173,6 @@ impl Field {
     }
 }
 
-fn codec_v2(codec: SynthCodec) -> Value {
-    let blosc = |cname: &str, clevel: u32, shuffle: u32| json!({"id": "blosc", "cname": cname, "clevel": clevel, "shuffle": shuffle, "blocksize": 0});
-    match codec {
-        SynthCodec::None => Value::Null,
-        SynthCodec::BloscLz4 => blosc("lz4", 5, 1),
-        SynthCodec::BloscZstd => blosc("zstd", 3, 1),
-        SynthCodec::BloscBlosclz => blosc("blosclz", 5, 2),
-        SynthCodec::BloscZlib => blosc("zlib", 5, 0),
-        SynthCodec::Zstd => json!({"id": "zstd", "level": 3}),
-        SynthCodec::Gzip => json!({"id": "gzip", "level": 5}),
-    }
-}
-
-fn codecs_v3(codec: SynthCodec) -> Vec<Value> {
-    let bytes = json!({"name": "bytes", "configuration": {"endian": "little"}});
-    let blosc = |cname: &str, clevel: u32, shuffle: &str| json!({"name": "blosc", "configuration": {"cname": cname, "clevel": clevel, "shuffle": shuffle, "typesize": 4, "blocksize": 0}});
-    let mut out = vec![bytes];
-    match codec {
-        SynthCodec::None => {}
-        SynthCodec::BloscLz4 => out.push(blosc("lz4", 5, "shuffle")),
-        SynthCodec::BloscZstd => out.push(blosc("zstd", 3, "shuffle")),
-        SynthCodec::BloscBlosclz => out.push(blosc("blosclz", 5, "bitshuffle")),
-        SynthCodec::BloscZlib => out.push(blosc("zlib", 5, "noshuffle")),
-        SynthCodec::Zstd => out.push(json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}})),
-        SynthCodec::Gzip => out.push(json!({"name": "gzip", "configuration": {"level": 5}})),
-    }
-    out
-}
-
-/// Metadata of one array to write.
-pub(crate) struct Spec<'a> {
-    pub(crate) name: String,
-    pub(crate) shape: Vec<u64>,
-    pub(crate) chunks: Vec<u64>,
-    pub(crate) dtype: &'a str,
-    pub(crate) dims: Vec<&'a str>,
-    pub(crate) attrs: Value,
-    pub(crate) compressed: bool,
-}
-
-/// Writes a store's arrays (format, codec and consolidation from a [`SynthConfig`]).
-pub(crate) struct Writer<'a> {
-    root: PathBuf,
-    cfg: std::borrow::Cow<'a, SynthConfig>,
-    consolidated: serde_json::Map<String, Value>,
-}
-
-impl<'a> Writer<'a> {
-    /// Creates (or replaces) the store at `root`.
-    pub(crate) fn new(root: PathBuf, cfg: std::borrow::Cow<'a, SynthConfig>) -> Result<Self> {
-        let err = |e: std::io::Error| Error::Write { path: root.clone(), reason: e.to_string() };
-        if root.exists() {
-            std::fs::remove_dir_all(&root).map_err(err)?;
-        }
-        std::fs::create_dir_all(&root).map_err(err)?;
-        let format = cfg.format;
-        let w = Self { root: root.clone(), cfg, consolidated: serde_json::Map::new() };
-        match format {
-            SynthFormat::V2 => {
-                std::fs::write(root.join(".zgroup"), r#"{"zarr_format": 2}"#).map_err(err)?;
-                std::fs::write(root.join(".zattrs"), "{}").map_err(err)?;
-            }
-            SynthFormat::V3 => {
-                std::fs::write(root.join("zarr.json"), r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#)
-                    .map_err(err)?;
-            }
-        }
-        Ok(w)
-    }
-
-    pub(crate) fn create(&mut self, spec: &Spec<'_>) -> Result<ArrayWriter> {
-        let fill = match spec.dtype {
-            "float32" | "float64" => json!("NaN"),
-            "bool" => json!(false),
-            _ => json!(0),
-        };
-        let codec = if spec.compressed { self.cfg.codec } else { SynthCodec::None };
-        let files: Vec<(&str, String)> = match self.cfg.format {
-            SynthFormat::V2 => {
-                let dtype = match spec.dtype {
-                    "float32" => "<f4",
-                    "float64" => "<f8",
-                    "int64" => "<i8",
-                    _ => "|b1",
-                };
-                let zarray = json!({
-                    "zarr_format": 2, "shape": spec.shape, "chunks": spec.chunks, "dtype": dtype,
-                    "compressor": codec_v2(codec), "fill_value": fill, "order": "C", "filters": null,
-                    "dimension_separator": ".",
-                });
-                let mut attrs = spec.attrs.as_object().cloned().unwrap_or_default();
-                attrs.insert("_ARRAY_DIMENSIONS".into(), json!(spec.dims));
-                self.consolidated.insert(format!("{}/.zarray", spec.name), zarray.clone());
-                self.consolidated.insert(format!("{}/.zattrs", spec.name), Value::Object(attrs.clone()));
-                vec![(".zarray", zarray.to_string()), (".zattrs", Value::Object(attrs).to_string())]
-            }
-            SynthFormat::V3 => {
-                let sharded = self.cfg.shard.filter(|_| spec.shape.len() >= 3 && spec.dims[0] == "time");
-                let (grid_chunks, codecs) = match sharded {
-                    Some(shard) => {
-                        let mut outer = spec.chunks.clone();
-                        outer[0] = shard as u64;
-                        let sharding = json!({"name": "sharding_indexed", "configuration": {
-                            "chunk_shape": spec.chunks, "codecs": codecs_v3(codec),
-                            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-                            "index_location": "end"}});
-                        (outer, vec![sharding])
-                    }
-                    None => (spec.chunks.clone(), codecs_v3(codec)),
-                };
-                let zarr_json = json!({
-                    "zarr_format": 3, "node_type": "array", "shape": spec.shape, "data_type": spec.dtype,
-                    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid_chunks}},
-                    "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-                    "fill_value": fill, "codecs": codecs, "attributes": spec.attrs, "dimension_names": spec.dims,
-                });
-                self.consolidated.insert(spec.name.to_string(), zarr_json.clone());
-                vec![("zarr.json", zarr_json.to_string())]
-            }
-        };
-        ArrayWriter::create(&self.root, &spec.name, &files)
-            .map_err(|e| Error::Write { path: self.root.join(&spec.name), reason: e.to_string() })
-    }
-
-    pub(crate) fn write(
-        &mut self,
-        spec: Spec<'_>,
-        ranges_values: impl FnOnce(&ArrayWriter) -> std::result::Result<(), crate::error::BoxError>,
-    ) -> Result<()> {
-        let writer = self.create(&spec)?;
-        ranges_values(&writer).map_err(|e| Error::Write { path: self.root.join(&spec.name), reason: e.to_string() })
-    }
-
-    pub(crate) fn finish(self) -> Result<()> {
-        if self.cfg.format == SynthFormat::V2 && self.cfg.consolidated {
-            let mut meta = self.consolidated.clone();
-            meta.insert(".zgroup".into(), json!({"zarr_format": 2}));
-            meta.insert(".zattrs".into(), json!({}));
-            let doc = json!({"zarr_consolidated_format": 1, "metadata": meta});
-            std::fs::write(self.root.join(".zmetadata"), doc.to_string())
-                .map_err(|e| Error::Write { path: self.root.join(".zmetadata"), reason: e.to_string() })?;
-        }
-        if self.cfg.format == SynthFormat::V3 && self.cfg.consolidated {
-            // as zarr-python's `consolidate_metadata` writes it
-            let doc = json!({"zarr_format": 3, "node_type": "group", "attributes": {}, "consolidated_metadata": {
-                "kind": "inline", "must_understand": false, "metadata": self.consolidated}});
-            std::fs::write(self.root.join("zarr.json"), doc.to_string())
-                .map_err(|e| Error::Write { path: self.root.join("zarr.json"), reason: e.to_string() })?;
-        }
-        Ok(())
-    }
-}
-
 /// Running mean and standard deviation (population, ddof 0) over ocean cells.
 #[derive(Default, Clone, Copy)]
 struct Moments {
@@ -372,33 +194,6 @@ impl Moments {
     }
 }
 
-/// One array of a statistics store: a 0-d scalar, or a `lev` vector of a compact variable.
-pub(crate) struct StatEntry {
-    pub(crate) name: String,
-    pub(crate) values: Vec<f32>,
-    pub(crate) per_level: bool,
-}
-
-/// Writes a statistics store (`OM4_means.zarr` or `OM4_stds.zarr`) at `path`, replacing it.
-pub(crate) fn write_stat_store(path: &Path, cfg: &SynthConfig, entries: &[StatEntry]) -> Result<()> {
-    let mut sw = Writer::new(path.to_path_buf(), std::borrow::Cow::Borrowed(cfg))?;
-    for e in entries {
-        let (shape, dims) = if e.per_level { (vec![e.values.len() as u64], vec!["lev"]) } else { (vec![], vec![]) };
-        let ranges: Vec<std::ops::Range<u64>> = shape.iter().map(|&n| 0..n).collect();
-        let spec = Spec {
-            name: e.name.clone(),
-            shape: shape.clone(),
-            chunks: shape,
-            dtype: "float32",
-            dims,
-            attrs: json!({}),
-            compressed: false,
-        };
-        sw.write(spec, |a| a.write(&ranges, Values::F32(&e.values)))?;
-    }
-    sw.finish()
-}
-
 /// Writes `OM4.zarr`, `OM4_means.zarr` and `OM4_stds.zarr` under `dir` (replacing them), calling
 /// `progress(done, total)` after each array.
 ///
@@ -413,7 +208,7 @@ pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize,
         return Err(bad(format!("levels must be 1..=19, not {}", cfg.levels)));
     }
     if let Some(shard) = cfg.shard
-        && (cfg.format != SynthFormat::V3 || shard == 0 || !shard.is_multiple_of(cfg.time_chunk))
+        && (cfg.format != ZarrFormat::V3 || shard == 0 || !shard.is_multiple_of(cfg.time_chunk))
     {
         return Err(bad("sharding needs Zarr v3 and a shard that is a multiple of time_chunk".into()));
     }
@@ -423,7 +218,7 @@ pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize,
     let field = Field { ny: cfg.ny, nx: cfg.nx };
     let wet: Vec<Vec<bool>> =
         (0..nl).map(|k| (0..plane).map(|i| field.wet(k, i / cfg.nx, i % cfg.nx)).collect()).collect();
-    let mut w = Writer::new(paths.data.clone(), std::borrow::Cow::Borrowed(cfg))?;
+    let mut w = Writer::new(paths.data.clone(), cfg.write_options())?;
     let total = DEPTH_VARS.len() * if cfg.layout == SynthLayout::Flat { nl } else { 1 } + SURFACE_VARS.len() + 4;
     let mut done = 0;
     let mut tick = |progress: &mut dyn FnMut(usize, usize)| {
@@ -568,7 +363,7 @@ pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize,
 
     let data_attrs = |var: &str| json!({"long_name": var});
     let write_var =
-        |w: &mut Writer<'_>, name: String, var: &str, levels: Vec<usize>, compact: bool| -> Result<Vec<Moments>> {
+        |w: &mut Writer, name: String, var: &str, levels: Vec<usize>, compact: bool| -> Result<Vec<Moments>> {
             // The noise depends on the variable, level, time and cell only, so every layout, format and
             // codec of one seed holds the same values.
             let id = DEPTH_VARS.iter().chain(&SURFACE_VARS).position(|v| *v == var).unwrap_or(0) as u64 + 1;
@@ -641,7 +436,7 @@ pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize,
                 entries.push(StatEntry { name: var.clone(), values, per_level: true });
             }
         }
-        write_stat_store(path, cfg, &entries)?;
+        write_stat_store(path, cfg.write_options(), &entries)?;
     }
     Ok(paths)
 }

@@ -1,11 +1,13 @@
 //! CF time axes: decode `"<unit> since <date>"` under every CF calendar, and select date ranges
 //! as Samudra does (bounds are Julian dates at 12:00, both ends included:
-//! [`TimeAxis::select_inclusive`]; [`TimeAxis::select`] keeps om4's earlier half-open rule).
+//! [`TimeAxis::select_inclusive`] with a [`DateRange`](crate::DateRange)).
 
 use std::fmt;
 use std::ops::Range;
 
 use serde::Serialize;
+
+use crate::dates::{DateRange, JulianDate};
 
 /// A CF calendar.
 ///
@@ -69,7 +71,7 @@ impl Calendar {
 
     /// The astronomical year (with a year 0) of a year as the calendar numbers it; `None` for a
     /// year 0 that the calendar lacks.
-    fn astronomical(self, year: i64) -> Option<i64> {
+    pub(crate) fn astronomical(self, year: i64) -> Option<i64> {
         match year {
             0 if !self.has_year_zero() => None,
             y if y < 0 && !self.has_year_zero() => Some(y + 1),
@@ -78,7 +80,7 @@ impl Calendar {
     }
 
     /// The year as the calendar numbers it, from an astronomical year.
-    fn numbered(self, year: i64) -> i64 {
+    pub(crate) fn numbered(self, year: i64) -> i64 {
         if year <= 0 && !self.has_year_zero() { year - 1 } else { year }
     }
 
@@ -107,7 +109,7 @@ impl Calendar {
     }
 
     /// Whether the (astronomical) date exists in the calendar.
-    fn exists(self, year: i64, month: u32, day: u32) -> bool {
+    pub(crate) fn exists(self, year: i64, month: u32, day: u32) -> bool {
         let gap = self == Self::Standard && (year, month) == (1582, 10) && (5..=14).contains(&day);
         (1..=12).contains(&month) && day >= 1 && day <= self.month_days(year, month) && !gap
     }
@@ -121,7 +123,7 @@ impl Calendar {
     }
 
     /// Days from 0001-01-01 to the (astronomical) date.
-    fn ordinal(self, year: i64, month: u32, day: u32) -> i64 {
+    pub(crate) fn ordinal(self, year: i64, month: u32, day: u32) -> i64 {
         if self == Self::Standard {
             return if (year, month, day) < (1582, 10, 15) {
                 Self::Julian.ordinal(year, month, day)
@@ -264,55 +266,6 @@ fn parse_date_parts(text: &str, calendar: Calendar) -> Result<(i64, f64), String
     Ok((calendar.ordinal(astro, month, day), seconds))
 }
 
-/// Parses a Samudra OM4 time bound as upstream's `JulianDate` does (m2lines/Samudra 018a6a7,
-/// `config.py`): `cftime.datetime.strptime(value, "%Y-%m-%d", calendar="julian")`, i.e. an optional
-/// sign, exactly four year digits, a month `01`–`12` or `1`–`9`, a day `01`–`31`, `1`–`9` or a
-/// space and `1`–`9`, nothing before or after (no time of day), naming a date of the Julian
-/// calendar (no year 0). Returns the Julian (astronomical) year, month and day.
-fn parse_julian_bound(text: &str) -> Result<(i64, u32, u32), String> {
-    let bad = || {
-        format!(
-            "{text:?} is not a Samudra time bound: a bare date YYYY-MM-DD of the julian calendar \
-             (Samudra takes it at 12:00; a time of day is not allowed)"
-        )
-    };
-    let (sign, rest) = match text.as_bytes().first() {
-        Some(b'-') => (-1, &text[1..]),
-        Some(b'+') => (1, &text[1..]),
-        _ => (1, text),
-    };
-    let mut parts = rest.splitn(3, '-');
-    let (Some(y), Some(m), Some(d)) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(bad());
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let month_ok = match m.len() {
-        1 => m != "0",
-        2 => (m.starts_with('0') && m != "00") || (m.starts_with('1') && m <= "12"),
-        _ => false,
-    };
-    let d = match d.as_bytes() {
-        [b' ', rest @ ..] if rest.len() == 1 => &d[1..],
-        _ => d,
-    };
-    let day_ok = match d.len() {
-        1 => d != "0",
-        2 => d != "00" && d <= "31",
-        _ => false,
-    };
-    if !(y.len() == 4 && digits(y) && digits(m) && month_ok && digits(d) && day_ok) {
-        return Err(bad());
-    }
-    let year = sign * y.parse::<i64>().map_err(|_| bad())?;
-    let (month, day) = (m.parse().map_err(|_| bad())?, d.parse().map_err(|_| bad())?);
-    let astro =
-        Calendar::Julian.astronomical(year).ok_or_else(|| format!("{text:?}: the julian calendar has no year 0"))?;
-    if !Calendar::Julian.exists(astro, month, day) {
-        return Err(format!("{text:?} does not exist in the julian calendar"));
-    }
-    Ok((astro, month, day))
-}
-
 /// Microseconds per unit of a CF time unit, as cftime spells them (`hr`, `secs`, `ms`, ...).
 fn unit_micros(unit: &str, calendar: Calendar) -> Option<i64> {
     Some(match unit.to_ascii_lowercase().as_str() {
@@ -400,38 +353,13 @@ impl TimeAxis {
         self.instants.as_ref().and_then(|i| i.first()).map(|i| i.calendar)
     }
 
-    /// Rows whose time lies in `[start, end)`; an absent bound is open. Bounds are dates with an
-    /// optional time of day ([`parse_date`]), 00:00 when none, in the axis's calendar.
-    ///
-    /// This is om4's original rule; Samudra's is [`select_inclusive`](Self::select_inclusive).
-    ///
-    /// # Errors
-    /// A message when a bound is given but the axis has no CF units, or a bound is not a date.
-    pub fn select(&self, start: Option<&str>, end: Option<&str>) -> Result<Range<usize>, String> {
-        if start.is_none() && end.is_none() {
-            return Ok(0..self.len());
-        }
-        let instants = self
-            .instants
-            .as_ref()
-            .ok_or("the time coordinate has no CF units, so it can be selected by position only")?;
-        let cal = self.calendar().unwrap_or(Calendar::Gregorian);
-        let lo = start.map(|s| parse_date(s, cal)).transpose()?;
-        let hi = end.map(|s| parse_date(s, cal)).transpose()?;
-        let first = lo.map_or(0, |lo| instants.partition_point(|i| i.days < lo));
-        let last = hi.map_or(instants.len(), |hi| instants.partition_point(|i| i.days < hi));
-        Ok(first..last.max(first))
-    }
-
     /// Rows whose time lies in `[start 12:00, end 12:00]`, both ends included, as Samudra selects
     /// an OM4 time range (m2lines/Samudra 018a6a7: `Om4TimeConfig` bounds are `JulianDate`s,
     /// `cftime.datetime.strptime(value, "%Y-%m-%d", calendar="julian").replace(hour=12)`, and
     /// `DataSource.slice` takes `data.sel(time=slice(start, end))`, which keeps both ends). An
     /// absent bound is open.
     ///
-    /// Each bound is a bare date `YYYY-MM-DD` of the Julian calendar (upstream's `strptime` format:
-    /// four year digits, one- or two-digit month and day; a time of day is an error, as upstream).
-    /// Times are compared as cftime decodes them: whole microseconds, `value × unit` rounded
+    /// Each bound is a [`JulianDate`] (parsed as upstream parses it). Times are compared as cftime decodes them: whole microseconds, `value × unit` rounded
     /// (`num2date`). On a `julian`, `standard` or `proleptic_gregorian` axis a bound is the same
     /// instant as upstream's (so on a `proleptic_gregorian` axis the Julian `2000-01-01` is
     /// `2000-01-14`); on a `noleap`, `all_leap` or `360_day` axis, where upstream's comparison
@@ -439,13 +367,13 @@ impl TimeAxis {
     /// must exist in both).
     ///
     /// # Errors
-    /// As upstream: a bound that is not such a date; a range entirely outside the axis
+    /// As upstream: a range entirely outside the axis
     /// (`start` after the last time or `end` before the first; upstream's `ValueError`) or an
     /// empty axis. Also an axis without CF units, or a time value that cftime could not decode
     /// (not finite, or beyond 64-bit microseconds).
-    pub fn select_inclusive(&self, start: Option<&str>, end: Option<&str>) -> Result<Range<usize>, String> {
-        let lo = start.map(parse_julian_bound).transpose()?;
-        let hi = end.map(parse_julian_bound).transpose()?;
+    pub fn select_inclusive(&self, range: &DateRange) -> Result<Range<usize>, String> {
+        let lo = range.start.map(JulianDate::astronomical);
+        let hi = range.end.map(JulianDate::astronomical);
         if lo.is_none() && hi.is_none() {
             return Ok(0..self.len());
         }
@@ -471,8 +399,8 @@ impl TimeAxis {
         if lo.is_some_and(|lo| lo > max) || hi.is_some_and(|hi| hi < min) {
             return Err(format!(
                 "time range {} to {} is entirely outside the axis ({} to {})",
-                start.unwrap_or("(open)"),
-                end.unwrap_or("(open)"),
+                range.start.map_or("(open)".to_string(), |d| d.to_string()),
+                range.end.map_or("(open)".to_string(), |d| d.to_string()),
                 self.instants.as_ref().expect("decoded")[0],
                 self.instants.as_ref().expect("decoded")[micros.len() - 1]
             ));
@@ -521,6 +449,12 @@ impl TimeAxis {
 mod tests {
     use super::*;
 
+    /// Parses the bounds, then selects.
+    fn sel(axis: &TimeAxis, start: Option<&str>, end: Option<&str>) -> Result<Range<usize>, String> {
+        let bound = |s: Option<&str>| s.map(str::parse).transpose();
+        axis.select_inclusive(&DateRange { start: bound(start)?, end: bound(end)? })
+    }
+
     fn om4_axis() -> TimeAxis {
         // 4745 five-day steps from 1958-01-03 12:00, noleap, in hours since 1958-01-01
         let raw = (0..4745).map(|k| 60.0 + 120.0 * k as f64).collect();
@@ -532,11 +466,11 @@ mod tests {
         let t = om4_axis();
         assert_eq!(t.instants.as_ref().unwrap()[0].to_string(), "1958-01-03 12:00:00");
         assert_eq!(t.instants.as_ref().unwrap()[4744].to_string(), "2022-12-29 12:00:00");
-        assert_eq!(t.select(Some("1975-01-03"), Some("2013-10-05")).unwrap(), 1241..4070);
-        assert_eq!(t.select(Some("2013-10-05"), Some("2014-10-05")).unwrap(), 4070..4143);
-        assert_eq!(t.select(Some("2014-10-10"), Some("2022-12-24")).unwrap(), 4144..4743);
-        assert_eq!(t.select(None, None).unwrap(), 0..4745);
-        assert_eq!(t.select(Some("2030-01-01"), None).unwrap(), 4745..4745);
+        // configs/om4.toml's splits: the shared bound 2013-10-05 (row 4070) is in both, as upstream's
+        assert_eq!(sel(&t, Some("1975-01-03"), Some("2013-10-05")).unwrap(), 1241..4071);
+        assert_eq!(sel(&t, Some("2013-10-05"), Some("2014-10-05")).unwrap(), 4070..4144);
+        assert_eq!(sel(&t, None, None).unwrap(), 0..4745);
+        assert!(sel(&t, Some("2030-01-01"), None).is_err());
     }
 
     #[test]
@@ -575,7 +509,7 @@ mod tests {
         assert!(TimeAxis::decode(vec![0.0], Some("days since 2000-01-01"), Some("tropical")).is_err());
         assert!(TimeAxis::decode(vec![0.0], Some("days after 2000-01-01"), None).is_err());
         let plain = TimeAxis::decode(vec![0.0, 1.0], None, None).unwrap();
-        assert!(plain.select(Some("2000-01-01"), None).is_err());
+        assert!(sel(&plain, Some("2000-01-01"), None).is_err());
     }
 
     #[test]
@@ -629,19 +563,18 @@ mod tests {
         let shown: Vec<String> = t.instants.as_ref().unwrap().iter().map(ToString::to_string).collect();
         assert_eq!(shown[1], "2013-10-05 12:00:00");
         assert_eq!(shown[3], "2013-10-15 12:00:00");
-        // both the start's and the end's own steps are in; [start, end) keeps only the start's
-        assert_eq!(t.select_inclusive(Some("2013-10-05"), Some("2013-10-15")).unwrap(), 1..4);
-        assert_eq!(t.select(Some("2013-10-05"), Some("2013-10-15")).unwrap(), 1..3);
-        assert_eq!(t.select_inclusive(Some("2013-10-06"), Some("2013-10-14")).unwrap(), 2..3);
-        assert_eq!(t.select_inclusive(Some("2013-1-6"), None).unwrap(), 0..10);
-        assert_eq!(t.select_inclusive(None, Some("2013-10- 5")).unwrap(), 0..2);
-        assert_eq!(t.select_inclusive(None, None).unwrap(), 0..10);
+        // both the start's and the end's own steps are in
+        assert_eq!(sel(&t, Some("2013-10-05"), Some("2013-10-15")).unwrap(), 1..4);
+        assert_eq!(sel(&t, Some("2013-10-06"), Some("2013-10-14")).unwrap(), 2..3);
+        assert_eq!(sel(&t, Some("2013-1-6"), None).unwrap(), 0..10);
+        assert_eq!(sel(&t, None, Some("2013-10- 5")).unwrap(), 0..2);
+        assert_eq!(sel(&t, None, None).unwrap(), 0..10);
         // reversed bounds select nothing, as xarray's slice does
-        assert_eq!(t.select_inclusive(Some("2013-10-15"), Some("2013-10-05")).unwrap(), 3..3);
+        assert_eq!(sel(&t, Some("2013-10-15"), Some("2013-10-05")).unwrap(), 3..3);
         // entirely outside: upstream's ValueError
-        assert!(t.select_inclusive(Some("2014-01-01"), Some("2015-01-01")).is_err());
-        assert!(t.select_inclusive(Some("2000-01-01"), Some("2013-09-29")).is_err());
-        assert!(t.select_inclusive(Some("2000-01-01"), Some("2013-09-30")).is_ok());
+        assert!(sel(&t, Some("2014-01-01"), Some("2015-01-01")).is_err());
+        assert!(sel(&t, Some("2000-01-01"), Some("2013-09-29")).is_err());
+        assert!(sel(&t, Some("2000-01-01"), Some("2013-09-30")).is_ok());
         // upstream's strptime("%Y-%m-%d"): no time of day, four year digits, julian dates
         for bad in [
             "2013-10-05T12:00",
@@ -654,17 +587,17 @@ mod tests {
             "2013-10-32",
             "2013-00-10",
         ] {
-            assert!(t.select_inclusive(Some(bad), None).is_err(), "{bad}");
+            assert!(sel(&t, Some(bad), None).is_err(), "{bad}");
         }
-        assert!(t.select_inclusive(None, Some("1900-02-29")).is_err()); // a julian date, but before the axis
-        assert!(parse_julian_bound("1900-02-29").is_ok());
-        assert!(parse_julian_bound("0000-01-01").is_err());
-        assert_eq!(parse_julian_bound("-0005-01-01").unwrap(), (-4, 1, 1));
-        assert_eq!(parse_julian_bound("+2013-1-5").unwrap(), (2013, 1, 5));
+        assert!(sel(&t, None, Some("1900-02-29")).is_err()); // a julian date, but before the axis
+        assert!("1900-02-29".parse::<JulianDate>().is_ok());
+        assert!("0000-01-01".parse::<JulianDate>().is_err());
+        assert_eq!("-0005-01-01".parse::<JulianDate>().unwrap().astronomical(), (-4, 1, 1));
+        assert_eq!("+2013-1-5".parse::<JulianDate>().unwrap().astronomical(), (2013, 1, 5));
         // an axis without CF units, or an empty one
-        assert!(TimeAxis::positions(vec![0.0, 1.0]).select_inclusive(Some("2013-10-05"), None).is_err());
+        assert!(sel(&TimeAxis::positions(vec![0.0, 1.0]), Some("2013-10-05"), None).is_err());
         let empty = TimeAxis::decode(vec![], Some("days since 1958-01-01"), Some("julian")).unwrap();
-        assert!(empty.select_inclusive(Some("2013-10-05"), None).is_err());
+        assert!(sel(&empty, Some("2013-10-05"), None).is_err());
     }
 
     #[test]
@@ -675,18 +608,15 @@ mod tests {
                 .unwrap()
         };
         // the Julian 2000-01-01 12:00 is the Gregorian 2000-01-14 12:00: row 13
-        assert_eq!(
-            axis("proleptic_gregorian").select_inclusive(Some("2000-01-01"), Some("2000-01-01")).unwrap(),
-            13..14
-        );
-        assert_eq!(axis("standard").select_inclusive(Some("2000-01-01"), Some("2000-01-01")).unwrap(), 13..14);
-        assert_eq!(axis("julian").select_inclusive(Some("2000-01-01"), Some("2000-01-01")).unwrap(), 0..1);
+        assert_eq!(sel(&axis("proleptic_gregorian"), Some("2000-01-01"), Some("2000-01-01")).unwrap(), 13..14);
+        assert_eq!(sel(&axis("standard"), Some("2000-01-01"), Some("2000-01-01")).unwrap(), 13..14);
+        assert_eq!(sel(&axis("julian"), Some("2000-01-01"), Some("2000-01-01")).unwrap(), 0..1);
         // idealized calendars: the same year, month and day
-        assert_eq!(axis("noleap").select_inclusive(Some("2000-01-03"), Some("2000-01-05")).unwrap(), 2..5);
-        assert_eq!(axis("360_day").select_inclusive(Some("2000-01-30"), Some("2000-02-01")).unwrap(), 29..31);
-        assert!(axis("noleap").select_inclusive(Some("2000-02-29"), None).is_err());
+        assert_eq!(sel(&axis("noleap"), Some("2000-01-03"), Some("2000-01-05")).unwrap(), 2..5);
+        assert_eq!(sel(&axis("360_day"), Some("2000-01-30"), Some("2000-02-01")).unwrap(), 29..31);
+        assert!(sel(&axis("noleap"), Some("2000-02-29"), None).is_err());
         // hours: 12:00 steps decoded exactly, whatever the float rounding of 1/24
         let hours = TimeAxis::decode(vec![12.0, 36.0, 60.0], Some("hours since 2000-01-01"), Some("julian")).unwrap();
-        assert_eq!(hours.select_inclusive(Some("2000-01-02"), Some("2000-01-03")).unwrap(), 1..3);
+        assert_eq!(sel(&hours, Some("2000-01-02"), Some("2000-01-03")).unwrap(), 1..3);
     }
 }

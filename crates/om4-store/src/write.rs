@@ -10,7 +10,9 @@ use om4_batch::Grid;
 use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::synth::{Spec, SynthCodec, SynthConfig, SynthFormat, Writer};
+use crate::meta::ZarrFormat;
+use crate::store_writer::{Spec, WriteOptions, Writer};
+use crate::synth::SynthCodec;
 use crate::zarr::{ArrayWriter, Values};
 
 /// A CF time coordinate: values in `units` (`"days since 1958-01-01 00:00:00"`) of `calendar`.
@@ -27,7 +29,7 @@ pub struct TimeCoordinate {
 /// Writes `(time, y, x)` float32 arrays time step by time step (see the module docs).
 pub struct PlaneWriter {
     root: PathBuf,
-    writer: Option<Writer<'static>>,
+    writer: Option<Writer>,
     arrays: Vec<ArrayWriter>,
     grid: Grid,
     times: usize,
@@ -64,13 +66,8 @@ impl PlaneWriter {
                 reason: format!("coordinates of {}×{} for a {}×{} grid", y.len(), x.len(), grid.y, grid.x),
             });
         }
-        let cfg = SynthConfig {
-            format: SynthFormat::V2,
-            codec: SynthCodec::None,
-            consolidated: true,
-            ..SynthConfig::default()
-        };
-        let mut writer = Writer::new(root.clone(), std::borrow::Cow::Owned(cfg))?;
+        let cfg = WriteOptions { format: ZarrFormat::V2, codec: SynthCodec::None, shard: None, consolidated: true };
+        let mut writer = Writer::new(root.clone(), cfg)?;
         let n = time.values.len() as u64;
         let attrs = json!({"units": time.units, "calendar": time.calendar, "standard_name": "time"});
         let spec = Spec {

@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthFormat, SynthLayout, channel_names, synthesize};
+use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthLayout, ZarrFormat, channel_names, synthesize};
 use proptest::prelude::*;
 
 type Pristine = (tempfile::TempDir, Vec<PathBuf>);
@@ -42,10 +42,10 @@ fn pristine() -> &'static Pristine {
             vec![
                 base.clone(),
                 SynthConfig { consolidated: true, ..base.clone() },
-                SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base.clone() },
+                SynthConfig { layout: SynthLayout::Compact, format: ZarrFormat::V3, shard: Some(2), ..base.clone() },
                 SynthConfig {
                     layout: SynthLayout::Compact,
-                    format: SynthFormat::V3,
+                    format: ZarrFormat::V3,
                     shard: Some(2),
                     consolidated: true,
                     ..base
@@ -129,7 +129,7 @@ fn exercise(folder: &Path) -> usize {
             let _ = stats.values(&set);
         }
     }
-    let Ok(sel) = store.select(None, None) else { return 2 };
+    let Ok(sel) = store.select(&om4_store::DateRange::ALL) else { return 2 };
     let plane = set.grid().plane();
     if sel.is_empty() || plane > 1 << 20 {
         return 3;
@@ -198,7 +198,7 @@ fn pristine_chunks() -> &'static Pristine {
                 SynthConfig { codec: SynthCodec::Zstd, ..base.clone() },
                 // several times per chunk: decoded by zarrs
                 SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
-                SynthConfig { layout: SynthLayout::Compact, format: SynthFormat::V3, shard: Some(2), ..base },
+                SynthConfig { layout: SynthLayout::Compact, format: ZarrFormat::V3, shard: Some(2), ..base },
             ]
         })
     })
@@ -256,7 +256,7 @@ proptest! {
         let outcome = std::panic::catch_unwind(|| {
             let store = Om4Store::open(&root).unwrap();
             let set = store.channels(&channel_names(2)).unwrap();
-            let sel = store.select(None, None).unwrap();
+            let sel = store.select(&om4_store::DateRange::ALL).unwrap();
             let positions: Vec<usize> = (0..sel.len()).collect();
             let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
             store.reader(&ReadPool::new(2).unwrap(), &set, &sel).read(&positions, &mut out).is_ok()

@@ -5,7 +5,7 @@ mod common;
 use std::sync::OnceLock;
 
 use common::bits;
-use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthFormat, SynthLayout, channel_names, synthesize};
+use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthLayout, ZarrFormat, channel_names, synthesize};
 use proptest::prelude::*;
 
 struct Fixture {
@@ -21,7 +21,7 @@ fn fixture() -> &'static Fixture {
         let cfgs = [
             SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
             SynthConfig { layout: SynthLayout::Compact, codec: SynthCodec::Zstd, ..base.clone() },
-            SynthConfig { format: SynthFormat::V3, shard: Some(3), layout: SynthLayout::Compact, ..base.clone() },
+            SynthConfig { format: ZarrFormat::V3, shard: Some(3), layout: SynthLayout::Compact, ..base.clone() },
             // one plane per chunk: decoded directly, without zarrs
             SynthConfig { codec: SynthCodec::BloscLz4, ..base },
         ];
@@ -50,7 +50,7 @@ proptest! {
         let all = channel_names(4);
         let names: Vec<&str> = picks.iter().map(|&i| all[i].as_str()).collect();
         let set = store.channels(&names).unwrap();
-        let sel = store.select(None, None).unwrap();
+        let sel = store.select(&om4_store::DateRange::ALL).unwrap();
         let plane = set.grid().plane();
         let pool = ReadPool::new(threads).unwrap();
         let mut together = vec![0f32; positions.len() * names.len() * plane];

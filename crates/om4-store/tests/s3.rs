@@ -17,7 +17,7 @@ use s3_support::{bucket, delete, endpoint, runtime, upload};
 use std::path::Path;
 
 use om4_store::{
-    Om4Store, RequestOptions, S3Location, StatsStore, StoreLocation, SynthCodec, SynthConfig, SynthFormat, SynthLayout,
+    Om4Store, RequestOptions, S3Location, StatsStore, StoreLocation, SynthCodec, SynthConfig, SynthLayout, ZarrFormat,
     channel_names,
 };
 
@@ -31,7 +31,7 @@ fn s3(endpoint: &str, bucket: &str, path: &str) -> StoreLocation {
     })
 }
 
-fn config(layout: SynthLayout, format: SynthFormat, shard: Option<usize>, consolidated: bool) -> SynthConfig {
+fn config(layout: SynthLayout, format: ZarrFormat, shard: Option<usize>, consolidated: bool) -> SynthConfig {
     SynthConfig {
         ny: 6,
         nx: 10,
@@ -69,7 +69,7 @@ fn reads_as_local(remote: &Om4Store, local: &Om4Store, levels: usize, what: &str
     let expected = common::bits(&common::read_all(local, levels));
     assert_eq!(common::bits(&common::read_all(remote, levels)), expected, "{what}: direct decoding");
     // and through zarrs, the reference the direct path is held to
-    let sel = remote.select(None, None).unwrap();
+    let sel = remote.select(&om4_store::DateRange::ALL).unwrap();
     let positions: Vec<usize> = (0..sel.len()).collect();
     let mut via_zarrs = vec![0f32; positions.len() * set.len() * set.grid().plane()];
     let pool = om4_store::ReadPool::new(2).unwrap();
@@ -114,7 +114,8 @@ fn same_as_local(test: &str, cfg: &SynthConfig) {
     assert_eq!(common::bits(&common::read_all(&narrow, cfg.levels)), expected, "in many waves");
     // Reads in flight at once (one per time step, sharing the store's requests in flight and one
     // pool, each in many waves): each gets its own bits.
-    let (narrow_set, narrow_sel) = (narrow.channels(&names).unwrap(), narrow.select(None, None).unwrap());
+    let (narrow_set, narrow_sel) =
+        (narrow.channels(&names).unwrap(), narrow.select(&om4_store::DateRange::ALL).unwrap());
     let per_step = narrow_set.len() * narrow_set.grid().plane();
     let reads: Vec<Vec<f32>> = std::thread::scope(|scope| {
         let (narrow, set, sel, pool) = (&narrow, &narrow_set, &narrow_sel, &pool);
@@ -150,22 +151,22 @@ fn same_as_local(test: &str, cfg: &SynthConfig) {
 
 #[test]
 fn flat_v2_consolidated() {
-    same_as_local("flat-v2", &config(SynthLayout::Flat, SynthFormat::V2, None, true));
+    same_as_local("flat-v2", &config(SynthLayout::Flat, ZarrFormat::V2, None, true));
 }
 
 #[test]
 fn compact_v2_unconsolidated() {
-    same_as_local("compact-v2", &config(SynthLayout::Compact, SynthFormat::V2, None, false));
+    same_as_local("compact-v2", &config(SynthLayout::Compact, ZarrFormat::V2, None, false));
 }
 
 #[test]
 fn flat_v3_sharded() {
-    same_as_local("flat-v3-sharded", &config(SynthLayout::Flat, SynthFormat::V3, Some(4), false));
+    same_as_local("flat-v3-sharded", &config(SynthLayout::Flat, ZarrFormat::V3, Some(4), false));
 }
 
 #[test]
 fn compact_v3_sharded_consolidated() {
-    same_as_local("compact-v3-sharded", &config(SynthLayout::Compact, SynthFormat::V3, Some(4), true));
+    same_as_local("compact-v3-sharded", &config(SynthLayout::Compact, ZarrFormat::V3, Some(4), true));
 }
 
 /// Deletes `key` (under the store) from both copies, then reads time row 3 of `thetao_0` and
@@ -205,13 +206,13 @@ fn missing_reads_as_nan(test: &str, cfg: &SynthConfig, key: &str) {
 #[test]
 fn missing_chunk_reads_as_nan() {
     // time row 3 of thetao_0
-    missing_reads_as_nan("missing-chunk", &config(SynthLayout::Flat, SynthFormat::V2, None, true), "thetao_0/3.0.0");
+    missing_reads_as_nan("missing-chunk", &config(SynthLayout::Flat, ZarrFormat::V2, None, true), "thetao_0/3.0.0");
 }
 
 #[test]
 fn missing_shard_reads_as_nan() {
     // time rows 0–3 of thetao_0: one shard
-    let cfg = config(SynthLayout::Flat, SynthFormat::V3, Some(4), true);
+    let cfg = config(SynthLayout::Flat, ZarrFormat::V3, Some(4), true);
     missing_reads_as_nan("missing-shard", &cfg, "thetao_0/c/0/0/0");
 }
 
@@ -356,7 +357,7 @@ fn requests_per_open_and_per_read() {
     let Some(endpoint) = endpoint("requests") else { return };
     // Flat v2, consolidated, one plane per chunk: opening is `.zmetadata` + the time and lev
     // chunks; a read is one GET per plane, all in one round.
-    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
+    let cfg = config(SynthLayout::Flat, ZarrFormat::V2, None, true);
     let (_dir, _paths, bucket) = uploaded(&endpoint, "requests", &cfg);
     let store = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
     let open = store.request_counts().unwrap();
@@ -381,7 +382,7 @@ fn requests_per_open_and_per_read() {
     // Flat v3 sharded (4 times per shard): a shard's index, then the inner chunk; the indexes stay
     // cached, so a later read in the same shards is one round of inner chunks, and adjacent inner
     // chunks of one shard go as one ranged GET.
-    let cfg = config(SynthLayout::Flat, SynthFormat::V3, Some(4), false);
+    let cfg = config(SynthLayout::Flat, ZarrFormat::V3, Some(4), false);
     let (_dir, _paths, bucket) = uploaded(&endpoint, "requests-sharded", &cfg);
     let store = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
     let open = store.request_counts().unwrap();
@@ -395,7 +396,7 @@ fn requests_per_open_and_per_read() {
 
     // Flat v3 sharded with consolidated metadata: opening lists nothing and reads the root
     // zarr.json (after looking for a v2 .zmetadata) and the coordinates.
-    let cfg = config(SynthLayout::Flat, SynthFormat::V3, Some(4), true);
+    let cfg = config(SynthLayout::Flat, ZarrFormat::V3, Some(4), true);
     let (_dir, _paths, bucket) = uploaded(&endpoint, "requests-v3-consolidated", &cfg);
     let store = Om4Store::open_location(&s3(&endpoint, &bucket, "s/OM4.zarr")).unwrap();
     let open = store.request_counts().unwrap();
@@ -416,7 +417,7 @@ fn open_file_limit() -> Option<usize> {
 #[test]
 fn requests_in_flight_follow_the_round_trip_unless_set() {
     let Some(endpoint) = endpoint("in-flight") else { return };
-    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
+    let cfg = config(SynthLayout::Flat, ZarrFormat::V2, None, true);
     let (_dir, paths, bucket) = uploaded(&endpoint, "in-flight", &cfg);
     // every request answered 100 ms late: with the test's small chunks Little's law asks for more
     // than the floor, up to the ceiling (and half the open-file limit)
@@ -448,12 +449,12 @@ fn injected_faults_are_retried_to_the_same_bits() {
     for (test, cfg, faults) in [
         (
             "faults-v2",
-            config(SynthLayout::Flat, SynthFormat::V2, None, true),
+            config(SynthLayout::Flat, ZarrFormat::V2, None, true),
             ["--once", "--fail-every", "3", "--fail-status", "503", "--reset-every", "7"],
         ),
         (
             "faults-v3",
-            config(SynthLayout::Compact, SynthFormat::V3, Some(4), false),
+            config(SynthLayout::Compact, ZarrFormat::V3, Some(4), false),
             ["--once", "--fail-every", "4", "--fail-status", "500", "--reset-every", "9"],
         ),
     ] {
@@ -479,7 +480,7 @@ fn injected_faults_are_retried_to_the_same_bits() {
 #[test]
 fn a_stalled_response_is_retried_after_the_deadline() {
     let Some(endpoint) = endpoint("stall") else { return };
-    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
+    let cfg = config(SynthLayout::Flat, ZarrFormat::V2, None, true);
     let (_dir, paths, bucket) = uploaded(&endpoint, "stall", &cfg);
     // every 5th chunk request answers after 30 s; the request deadline is 1 s
     let proxy =
@@ -500,7 +501,7 @@ fn a_stalled_response_is_retried_after_the_deadline() {
 #[test]
 fn a_request_that_keeps_failing_ends_the_read_with_an_error_naming_the_chunk() {
     let Some(endpoint) = endpoint("failing") else { return };
-    let cfg = config(SynthLayout::Flat, SynthFormat::V2, None, true);
+    let cfg = config(SynthLayout::Flat, ZarrFormat::V2, None, true);
     let (_dir, _paths, bucket) = uploaded(&endpoint, "failing", &cfg);
     for (faults, what) in [
         (vec!["--fail-every", "1", "--fail-status", "500", "--match", r"thetao_0/3\.0\.0$"], "500"),

@@ -10,7 +10,7 @@ use om4_store::{
 
 /// The plain loop: one plane at a time, sums of `x − first` and its square in f64.
 fn naive(store: &Om4Store, names: &[String]) -> Vec<ChannelStats> {
-    let sel = store.select(None, None).unwrap();
+    let sel = store.select(&om4_store::DateRange::ALL).unwrap();
     let pool = ReadPool::new(1).unwrap();
     names
         .iter()
@@ -46,7 +46,7 @@ fn statistics_match_the_plain_loop_and_the_synthetic_stores_own() {
         let store = Om4Store::open(&paths.data).unwrap();
         let names = channel_names(3);
         let set = store.channels(&names).unwrap();
-        let sel = store.select(None, None).unwrap();
+        let sel = store.select(&om4_store::DateRange::ALL).unwrap();
         let mut calls = Vec::new();
         let fast =
             compute_statistics(&store, &ReadPool::new(3).unwrap(), &set, &sel, |d, t| calls.push((d, t))).unwrap();
@@ -102,8 +102,9 @@ fn statistics_of_a_time_range_and_bad_statistics_to_write() {
     let store = Om4Store::open(&paths.data).unwrap();
     let set = store.channels(&["zos"]).unwrap();
     let pool = ReadPool::new(2).unwrap();
-    let all = compute_statistics(&store, &pool, &set, &store.select(None, None).unwrap(), |_, _| {}).unwrap();
-    let sel = store.select(Some("1958-01-10"), None).unwrap();
+    let all =
+        compute_statistics(&store, &pool, &set, &store.select(&om4_store::DateRange::ALL).unwrap(), |_, _| {}).unwrap();
+    let sel = store.select(&"1958-01-10..".parse().unwrap()).unwrap();
     assert!(sel.len() < 7);
     let part = compute_statistics(&store, &pool, &set, &sel, |_, _| {}).unwrap();
     assert_eq!(part[0].count * 7, all[0].count * sel.len() as u64, "same ocean cells per step");

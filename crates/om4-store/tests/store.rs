@@ -5,7 +5,7 @@ mod common;
 
 use common::{bits, edit_json, make, read_all, small};
 use om4_store::{
-    Error, Om4Store, ReadPool, Selection, StatsStore, SynthCodec, SynthConfig, SynthFormat, SynthLayout, channel_names,
+    Error, Om4Store, ReadPool, Selection, StatsStore, SynthCodec, SynthConfig, SynthLayout, ZarrFormat, channel_names,
 };
 
 #[test]
@@ -26,7 +26,7 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
     let mut variants = Vec::new();
     for (i, codec) in codecs.into_iter().enumerate() {
         for layout in [SynthLayout::Flat, SynthLayout::Compact] {
-            for format in [SynthFormat::V2, SynthFormat::V3] {
+            for format in [ZarrFormat::V2, ZarrFormat::V3] {
                 // multi-time chunks with a partial edge chunk (7 times in chunks of 3) on some variants
                 let time_chunk = if i % 2 == 0 { 1 } else { 3 };
                 variants.push(SynthConfig {
@@ -41,7 +41,7 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
         }
     }
     variants.push(SynthConfig {
-        format: SynthFormat::V3,
+        format: ZarrFormat::V3,
         shard: Some(4),
         time_chunk: 2,
         codec: SynthCodec::BloscLz4,
@@ -49,13 +49,8 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
     });
     // one-plane zstd chunks, v2 and v3: the direct path
     variants.push(SynthConfig { codec: SynthCodec::Zstd, ..small(false) });
-    variants.push(SynthConfig { codec: SynthCodec::Zstd, format: SynthFormat::V3, ..small(false) });
-    variants.push(SynthConfig {
-        format: SynthFormat::V3,
-        shard: Some(3),
-        layout: SynthLayout::Compact,
-        ..small(false)
-    });
+    variants.push(SynthConfig { codec: SynthCodec::Zstd, format: ZarrFormat::V3, ..small(false) });
+    variants.push(SynthConfig { format: ZarrFormat::V3, shard: Some(3), layout: SynthLayout::Compact, ..small(false) });
     for (i, cfg) in variants.iter().enumerate() {
         let paths = make(&dir.path().join(format!("v{i}")), cfg);
         let store = Om4Store::open(&paths.data).unwrap();
@@ -67,7 +62,7 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
         // flat arrays, and the level-free arrays of compact stores (compact synth chunks hold every level)
         let expected_direct = if one_plane && plain { if cfg.layout == SynthLayout::Flat { 16 } else { 4 } } else { 0 };
         assert_eq!(set.direct_arrays(), expected_direct, "{cfg:?}");
-        let sel = store.select(None, None).unwrap();
+        let sel = store.select(&om4_store::DateRange::ALL).unwrap();
         let positions: Vec<usize> = (0..7).rev().collect();
         let mut direct = vec![0f32; 7 * set.len() * 60];
         let mut via_zarrs = direct.clone();
@@ -110,7 +105,7 @@ fn compact_levels_share_one_decode_per_time() {
     let flat_store = Om4Store::open(&flat.data).unwrap();
     let flat_set = flat_store.channels(&["thetao_2", "thetao_0", "zos"]).unwrap();
     let pool = ReadPool::new(2).unwrap();
-    let sel = store.select(None, None).unwrap();
+    let sel = store.select(&om4_store::DateRange::ALL).unwrap();
     let mut a = vec![0f32; 2 * 3 * 60];
     let mut b = a.clone();
     store.reader(&pool, &set, &sel).read(&[6, 1], &mut a).unwrap();
@@ -126,7 +121,7 @@ fn lev_time_order_reads_like_time_lev() {
     let paths = make(dir.path(), &cfg);
     let store = Om4Store::open(&paths.data).unwrap();
     let set = store.channels(&["thetao_0", "thetao_1", "thetao_2"]).unwrap();
-    let sel = store.select(None, None).unwrap();
+    let sel = store.select(&om4_store::DateRange::ALL).unwrap();
     let pool = ReadPool::new(2).unwrap();
     let mut expected = vec![0f32; 7 * 3 * 60];
     store.reader(&pool, &set, &sel).read(&(0..7).collect::<Vec<_>>(), &mut expected).unwrap();
@@ -160,8 +155,8 @@ fn time_selection_maps_positions_to_rows() {
     let store = Om4Store::open(&paths.data).unwrap();
     let t = store.time().unwrap();
     assert_eq!(t.instants.as_ref().unwrap()[0].to_string(), "1958-01-03 12:00:00");
-    // steps at Jan 3, 8, 13, 18, 23, 28, Feb 2 (12:00): [Jan 10, Jan 25) holds rows 2..5
-    let sel = store.select(Some("1958-01-10"), Some("1958-01-25")).unwrap();
+    // steps at Jan 3, 8, 13, 18, 23, 28, Feb 2 (12:00): Jan 10 to Jan 23 (at 12:00, both included) holds rows 2..5
+    let sel = store.select(&"1958-01-10..1958-01-23".parse().unwrap()).unwrap();
     assert_eq!(sel.rows, 2..5);
     let set = store.channels(&["zos"]).unwrap();
     let pool = ReadPool::new(1).unwrap();
@@ -172,7 +167,7 @@ fn time_selection_maps_positions_to_rows() {
     assert_eq!(bits(&by_sel), bits(&by_row));
     let err = store.reader(&pool, &set, &sel).read(&[3], &mut by_sel).unwrap_err();
     assert!(matches!(err, Error::Request { .. }), "{err}");
-    assert!(store.select(Some("1958-02-30"), None).is_err());
+    assert!(store.select(&"1958-03-01..".parse().unwrap()).is_err()); // after the last step
 }
 
 #[test]
@@ -220,7 +215,7 @@ fn missing_chunk_reads_nan_and_corrupt_chunk_is_named() {
     let bytes = std::fs::read(&chunk).unwrap();
     std::fs::write(&chunk, &bytes[..bytes.len() / 2]).unwrap();
     let store = Om4Store::open(&paths.data).unwrap();
-    let sel = store.select(None, None).unwrap();
+    let sel = store.select(&om4_store::DateRange::ALL).unwrap();
     let pool = ReadPool::new(2).unwrap();
     let set = store.channels(&["zos"]).unwrap();
     let mut out = vec![0f32; 60];
@@ -240,7 +235,7 @@ fn request_errors_are_errors_not_panics() {
     let paths = make(dir.path(), &small(false));
     let store = Om4Store::open(&paths.data).unwrap();
     let set = store.channels(&["zos", "so_2"]).unwrap();
-    let sel = store.select(None, None).unwrap();
+    let sel = store.select(&om4_store::DateRange::ALL).unwrap();
     let pool = ReadPool::new(2).unwrap();
     let mut short = vec![0f32; 119];
     assert!(matches!(store.reader(&pool, &set, &sel).read(&[0], &mut short), Err(Error::Request { .. })));
@@ -381,12 +376,12 @@ fn bad_time_axis_and_bad_store() {
 #[test]
 fn corrupt_shard_index_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SynthConfig { format: SynthFormat::V3, shard: Some(4), codec: SynthCodec::BloscLz4, ..small(false) };
+    let cfg = SynthConfig { format: ZarrFormat::V3, shard: Some(4), codec: SynthCodec::BloscLz4, ..small(false) };
     let paths = make(dir.path(), &cfg);
     let store = Om4Store::open(&paths.data).unwrap();
     let set = store.channels(&["so_2"]).unwrap();
     assert_eq!(set.direct_arrays(), 1, "inner chunks are single planes");
-    let sel = store.select(None, None).unwrap();
+    let sel = store.select(&om4_store::DateRange::ALL).unwrap();
     let pool = ReadPool::new(1).unwrap();
     let mut good = vec![0f32; 60];
     store.reader(&pool, &set, &sel).read(&[5], &mut good).unwrap();
@@ -457,7 +452,7 @@ fn consolidated_metadata_is_what_zarrs_reads() {
     // v3: the root zarr.json's consolidated_metadata (zarr-python's form) is all om4 and zarrs
     // read; the arrays' own zarr.json may disagree or be gone.
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SynthConfig { format: SynthFormat::V3, shard: Some(4), consolidated: true, ..small(false) };
+    let cfg = SynthConfig { format: ZarrFormat::V3, shard: Some(4), consolidated: true, ..small(false) };
     let paths = make(dir.path(), &cfg);
     let root: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(paths.data.join("zarr.json")).unwrap()).unwrap();

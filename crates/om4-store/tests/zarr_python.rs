@@ -41,7 +41,7 @@ fn zarr_python_fixtures_read_bit_for_bit() {
         // a plain integer time coordinate: selection by position only
         assert!(store.time().unwrap().instants.is_none());
         let set = store.channels(&["thetao_0", "thetao_1", "zos"]).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let sel = store.select(None, None).unwrap();
+        let sel = store.select(&om4_store::DateRange::ALL).unwrap();
         let mut got = vec![0f32; expected.len()];
         store.reader(&pool, &set, &sel).read(&[0, 1, 2, 3, 4], &mut got).unwrap_or_else(|e| panic!("{name}: {e}"));
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -89,7 +89,7 @@ fn zarr_python_v3_consolidated_metadata_is_all_that_is_read() {
         let set = store.channels(&["thetao_0", "thetao_1", "zos"]).unwrap();
         let mut got = vec![0f32; expected.len()];
         store
-            .reader(&ReadPool::new(2).unwrap(), &set, &store.select(None, None).unwrap())
+            .reader(&ReadPool::new(2).unwrap(), &set, &store.select(&om4_store::DateRange::ALL).unwrap())
             .read(&[0, 1, 2, 3, 4], &mut got)
             .unwrap();
         assert_eq!(bits(&got), bits(&expected), "{name}");

@@ -25,7 +25,7 @@ pub fn fixture(normalize_before_mask: bool) -> Fixture {
 }
 
 pub fn source(f: &Fixture) -> Arc<Om4Source> {
-    Arc::new(Om4Source::open(&f.config, None, None, ReadPool::new(2).unwrap()).unwrap())
+    Arc::new(Om4Source::open(&f.config, ReadPool::new(2).unwrap()).unwrap())
 }
 
 pub fn bits(v: &[f32]) -> Vec<u32> {

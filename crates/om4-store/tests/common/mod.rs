@@ -25,7 +25,7 @@ pub fn make(dir: &Path, cfg: &SynthConfig) -> SynthPaths {
 pub fn read_all(store: &Om4Store, levels: usize) -> Vec<f32> {
     let names = channel_names(levels);
     let set = store.channels(&names).expect("channels");
-    let sel = store.select(None, None).expect("selection");
+    let sel = store.select(&om4_store::DateRange::ALL).expect("selection");
     let positions: Vec<usize> = (0..sel.len()).collect();
     let mut out = vec![0f32; positions.len() * set.len() * set.grid().plane()];
     store.reader(&ReadPool::new(2).unwrap(), &set, &sel).read(&positions, &mut out).expect("read");
