@@ -1,6 +1,6 @@
 //! The training run: model, optimizer, EMA and the train and validation loaders.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,7 +11,7 @@ use om4_batch::{Roles, SampleSpace, WindowSpec};
 use om4_burn::{Loader, ModelBatch, loader};
 use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, Om4Source};
 
-use crate::checkpoint::Progress;
+use crate::checkpoint::{self, Progress, State};
 use crate::config::{EpochReport, TrainConfig};
 use crate::ema::Ema;
 use crate::error::{Error, Result};
@@ -246,6 +246,57 @@ impl<S: BatchSource> Trainer<S> {
         Ok(loader(Arc::clone(source), space, schedule, config.loading, device.clone()).with_buffers(staging.clone()))
     }
 
+    /// Saves model, EMA, optimizer and progress under `dir`, as of the end of the last epoch run
+    /// (on a data-parallel rank other than 0 it writes nothing: rank 0's files are the run's).
+    ///
+    /// The weights go to new files first and `state.json`, which names them, is replaced
+    /// atomically last: a run killed while saving leaves the previous checkpoint whole.
+    ///
+    /// # Errors
+    /// [`Error::Checkpoint`] when a file cannot be written.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        self.write_checkpoint(dir, None)
+    }
+
+    fn write_checkpoint(&self, dir: &Path, progress: Option<Progress>) -> Result<()> {
+        // Every rank holds the same weights; rank 0 alone writes them.
+        if self.parallel.rank() != 0 {
+            return Ok(());
+        }
+        let state = State {
+            epoch: self.next_epoch - 1,
+            ema_updates: self.ema.updates,
+            loss_weights: self.dynamic.clone(),
+            config: self.config.clone(),
+            model: self.model_config.clone(),
+            generation: 0,
+            progress,
+            world_size: self.parallel.world_size(),
+        };
+        checkpoint::write(dir, &self.model, self.ema.model(), &self.optim, state)
+    }
+
+    /// Restores a checkpoint written by [`save`](Self::save) (training continues with the next
+    /// epoch) or inside an epoch by [`checkpoint_every`](Self::checkpoint_every) (training
+    /// continues with that epoch's next batch). Under [`DataParallel`] every rank reads the same
+    /// files, and a checkpoint of another world size is refused.
+    ///
+    /// # Errors
+    /// [`Error::Checkpoint`] for missing or mismatched files; the trainer is then as it was.
+    pub fn resume(&mut self, dir: &Path) -> Result<()> {
+        let state = checkpoint::read(dir)?;
+        state.check_resumable(dir, &self.model_config, self.parallel.world_size(), &self.config)?;
+        let (model, ema, optim) = state.load(dir, &self.model, self.ema.model(), &self.optim)?;
+        self.model = model;
+        self.ema = Ema { model: ema, decay: self.config.ema_decay, updates: state.ema_updates };
+        self.optim = optim;
+        self.dynamic = state.loss_weights;
+        self.next_epoch = state.epoch + 1;
+        self.start_epoch = self.next_epoch;
+        self.resume_at = state.progress.filter(|p| p.epoch == self.next_epoch);
+        Ok(())
+    }
+
     /// Which processes share this run.
     pub fn parallel(&self) -> &DataParallel {
         &self.parallel
@@ -336,54 +387,16 @@ impl<S: BatchSource> Trainer<S> {
         let mut telemetry = Vec::with_capacity(total - first.min(total));
         let micro = self.config.grad_accumulation;
         let mut optimizer_steps = 0usize;
-        // On a rank of a distributed run a local non-finite value does not return at once: the
-        // rank reaches the step's all-reduce, whose flag stops every rank at the same point.
+        // A local non-finite value on a rank of a distributed run, held for the step's all-reduce.
         let mut failure: Option<Error> = None;
         for (k, batch) in self.train.epoch_from(epoch as u64, first)?.enumerate() {
             let k = first + k;
             let batch = batch?;
-            let scales = self.dynamic.as_ref().map(|d| {
-                let states = self.config.hist + 1;
-                Tensor::<1>::from_data(TensorData::new(d.tiled(states), [d.scales.len() * states]), &self.device)
-            });
-            let loss = self.targets.loss(&self.model, &batch.batch, scales);
-            let value = loss.clone().into_scalar::<f32>();
-            let distributed = self.parallel.collective().is_some();
-            if !value.is_finite() {
-                let e = Error::NonFinite { what: "loss", epoch, batch: k, value };
-                if !distributed {
-                    return Err(e);
-                }
-                failure.get_or_insert(e);
-            }
-            if failure.is_none() {
-                let (grads, norm) = step::gradients(&self.model, loss, micro);
-                if !norm.is_finite() {
-                    let e = Error::NonFinite { what: "gradient norm", epoch, batch: k, value: norm };
-                    if !distributed {
-                        return Err(e);
-                    }
-                    failure.get_or_insert(e);
-                }
-                accum.accumulate(&self.model, grads);
-            }
+            let value = self.backward(&batch.batch, &mut accum, (epoch, k), &mut failure)?;
             pending += 1;
             let stepped = pending == micro || k + 1 == total;
             if stepped {
-                let mut grads = accum.grads();
-                if let Some(collective) = self.parallel.collective() {
-                    let (averaged, any_failed) =
-                        parallel::all_reduce_grads(&self.model, grads, collective, failure.is_some())?;
-                    if any_failed {
-                        return Err(failure.take().unwrap_or(Error::PeerNonFinite { epoch, batch: k }));
-                    }
-                    grads = averaged;
-                }
-                self.model = self.optim.step(lr, self.model.clone(), grads);
-                if let Some(collective) = self.parallel.collective() {
-                    self.model = parallel::from_rank0(self.model.clone(), collective, false)?;
-                }
-                self.ema.update(&self.model);
+                self.optimizer_step(lr, &mut accum, (epoch, k), &mut failure)?;
                 pending = 0;
                 optimizer_steps += 1;
             }
@@ -409,13 +422,7 @@ impl<S: BatchSource> Trainer<S> {
         }
         let done = first + telemetry.len();
         let train_wall = t0.elapsed();
-        let ema = self.ema.model().clone();
-        let (mut val_sum, mut val_n) = (0.0f64, 0usize);
-        for batch in self.val.epoch(epoch as u64)? {
-            let batch = batch?;
-            val_sum += f64::from(self.eval_loss(&ema, &batch.batch));
-            val_n += 1;
-        }
+        let (val_sum, val_n) = self.validate(epoch)?;
         // Every rank reports the run's means: sums and counts over all ranks.
         let mut sums = [loss_sum, done as f64, (samples - samples_before) as f64, val_sum, val_n as f64];
         parallel::sum_f64(&self.parallel, &mut sums)?;
@@ -433,6 +440,81 @@ impl<S: BatchSource> Trainer<S> {
             wait_share: summary.wait.total.as_secs_f64() / train_wall.as_secs_f64(),
             wall: t0.elapsed(),
         })
+    }
+
+    /// The loss of one training batch and, unless a failure is pending, its gradients added to
+    /// `accum`. A non-finite loss or gradient norm is an error at once in one process; on a rank
+    /// of a distributed run it is kept in `failure` for the step's all-reduce, whose flag stops
+    /// every rank at the same point. `at` is `(epoch, batch)`.
+    fn backward(
+        &mut self,
+        batch: &ModelBatch,
+        accum: &mut GradientsAccumulator<Samudra>,
+        (epoch, k): (usize, usize),
+        failure: &mut Option<Error>,
+    ) -> Result<f32> {
+        let scales = self.dynamic.as_ref().map(|d| {
+            let states = self.config.hist + 1;
+            Tensor::<1>::from_data(TensorData::new(d.tiled(states), [d.scales.len() * states]), &self.device)
+        });
+        let loss = self.targets.loss(&self.model, batch, scales);
+        let value = loss.clone().into_scalar::<f32>();
+        let distributed = self.parallel.collective().is_some();
+        if !value.is_finite() {
+            let e = Error::NonFinite { what: "loss", epoch, batch: k, value };
+            if !distributed {
+                return Err(e);
+            }
+            failure.get_or_insert(e);
+        }
+        if failure.is_none() {
+            let (grads, norm) = step::gradients(&self.model, loss, self.config.grad_accumulation);
+            if !norm.is_finite() {
+                let e = Error::NonFinite { what: "gradient norm", epoch, batch: k, value: norm };
+                if !distributed {
+                    return Err(e);
+                }
+                failure.get_or_insert(e);
+            }
+            accum.accumulate(&self.model, grads);
+        }
+        Ok(value)
+    }
+
+    /// One optimizer step on the accumulated gradients (averaged over the ranks of a distributed
+    /// run, whose weights stay rank 0's), then the EMA update.
+    fn optimizer_step(
+        &mut self,
+        lr: f64,
+        accum: &mut GradientsAccumulator<Samudra>,
+        (epoch, k): (usize, usize),
+        failure: &mut Option<Error>,
+    ) -> Result<()> {
+        let mut grads = accum.grads();
+        if let Some(collective) = self.parallel.collective() {
+            let (averaged, any_failed) = parallel::all_reduce_grads(&self.model, grads, collective, failure.is_some())?;
+            if any_failed {
+                return Err(failure.take().unwrap_or(Error::PeerNonFinite { epoch, batch: k }));
+            }
+            grads = averaged;
+        }
+        self.model = self.optim.step(lr, self.model.clone(), grads);
+        if let Some(collective) = self.parallel.collective() {
+            self.model = parallel::from_rank0(self.model.clone(), collective, false)?;
+        }
+        self.ema.update(&self.model);
+        Ok(())
+    }
+
+    /// The validation pass of `epoch` with the EMA weights: this rank's summed loss and batches.
+    fn validate(&self, epoch: usize) -> Result<(f64, usize)> {
+        let ema = self.ema.model().clone();
+        let (mut sum, mut n) = (0.0f64, 0usize);
+        for batch in self.val.epoch(epoch as u64)? {
+            sum += f64::from(self.eval_loss(&ema, &batch?.batch));
+            n += 1;
+        }
+        Ok((sum, n))
     }
 
     /// Refreshes the dynamic loss weights with a no-grad single step on the batch's first step
