@@ -9,7 +9,7 @@
 //!   rank holds the same bits);
 //! - rank 0 trains one process on the run's global batches ([`DataParallel::Emulate`]) and the
 //!   distributed weights must equal it to a relative 1e-6 (the tiny network without block
-//!   normalization: see `crates/om4-samudra/tests/data_parallel.rs` for why).
+//!   normalization: `om4_testkit::ddp`, the case the thread-rank test trains too).
 //!
 //! Exit status 0 when every check passes. Failure modes, for the CI's abort checks:
 //! `--fail-rank R` makes rank R's store unreadable (its chunks overwritten), so its first batch
@@ -21,11 +21,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use clap::Parser;
-use om4_burn::{LoaderConfig, Om4Source, SourceConfig};
+use om4_burn::{Om4Source, SourceConfig};
 use om4_mpi::MpiCollective;
 use om4_pipeline::{Collective, ReduceOp};
-use om4_samudra::{DataParallel, NormKind, SamudraConfig, TrainConfig, Trainer, flatten_parameters};
-use om4_store::{ReadPool, SynthConfig, synthesize};
+use om4_samudra::{DataParallel, Trainer, flatten_parameters};
+use om4_store::ReadPool;
+use om4_testkit::ddp::{config, model};
 
 #[derive(Parser, Debug)]
 #[command(about = "Data-parallel training over MPI equals one process on the global batches")]
@@ -40,38 +41,18 @@ struct Args {
 
 const TOLERANCE: f64 = 1e-6;
 
-fn config() -> TrainConfig {
-    TrainConfig {
-        epochs: 1,
-        learning_rate: 1e-3,
-        batch_size: 2,
-        steps: 2,
-        grad_clip: 0.5,
-        dynamic_loss_limit: Some(20.0),
-        train_time: "..1958-04-01".parse().unwrap(),
-        val_time: "1958-03-01..".parse().unwrap(),
-        loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
-        ..TrainConfig::default()
-    }
-}
-
-fn model() -> SamudraConfig {
-    SamudraConfig { norm: NormKind::None, ..SamudraConfig::tiny() }
-}
-
 fn store(dir: &Path, unreadable: bool) -> Result<SourceConfig, Box<dyn std::error::Error>> {
-    let cfg = SynthConfig { ny: 16, nx: 32, times: 24, levels: 2, ..SynthConfig::default() };
-    let paths = synthesize(dir, &cfg, |_, _| {})?;
+    let source = om4_testkit::ddp::store(dir)?;
     if unreadable {
         // Every chunk of `zos` becomes bytes no codec decodes.
-        for entry in std::fs::read_dir(paths.data.join("zos"))? {
+        for entry in std::fs::read_dir(source.data.to_string() + "/zos")? {
             let path = entry?.path();
             if !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
                 std::fs::write(&path, b"not a chunk")?;
             }
         }
     }
-    Ok(SourceConfig::samudra(paths.data, paths.means, paths.stds, 2))
+    Ok(source)
 }
 
 struct Trained {

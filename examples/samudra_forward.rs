@@ -38,42 +38,9 @@ struct Args {
 
 /// A NumPy 1.0 array: values as f32 (from `<f4`, `<f8`, `|b1`, `|u1`, `<i8`) and its shape.
 fn read_npy(path: &Path) -> Result<(Vec<f32>, Vec<usize>), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err(format!("{}: not a .npy file", path.display()));
-    }
-    let (n, start) = match bytes[6] {
-        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
-        _ => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
-    };
-    let header = std::str::from_utf8(bytes.get(start..start + n).ok_or("truncated header")?)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if header.contains("'fortran_order': True") {
-        return Err(format!("{}: Fortran-ordered arrays are not supported", path.display()));
-    }
-    let shape_at = header.find("'shape': (").ok_or("no shape")? + 10;
-    let shape_text = &header[shape_at..];
-    let shape = shape_text[..shape_text.find(')').ok_or("bad shape")?]
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse::<usize>().map_err(|e| format!("{}: shape: {e}", path.display())))
-        .collect::<Result<Vec<_>, _>>()?;
-    let data = &bytes[start + n..];
-    let values: Vec<f32> = if header.contains("'<f4'") {
-        data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-    } else if header.contains("'<f8'") {
-        data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32).collect()
-    } else if header.contains("'|b1'") || header.contains("'|u1'") {
-        data.iter().map(|&b| f32::from(b)).collect()
-    } else if header.contains("'<i8'") {
-        data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")) as f32).collect()
-    } else {
-        return Err(format!("{}: unsupported dtype in {header}", path.display()));
-    };
-    if values.len() != shape.iter().product::<usize>() {
-        return Err(format!("{}: {} values for shape {shape:?}", path.display(), values.len()));
-    }
-    Ok((values, shape))
+    let npy = om4_testkit::Npy::read(path)?;
+    let values = npy.to_f32().map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((values, npy.shape))
 }
 
 fn write_npy(path: &Path, shape: &[usize], values: &[f32]) -> std::io::Result<()> {

@@ -16,25 +16,10 @@ fn upstream() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream")
 }
 
-/// A NumPy 1.0 array: its dtype descriptor, shape and raw little-endian bytes.
+/// A NumPy array: its dtype descriptor, shape and raw little-endian bytes.
 fn read_npy(path: &Path) -> (String, Vec<usize>, Vec<u8>) {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&bytes[..6], b"\x93NUMPY", "{}", path.display());
-    let header_len = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
-    let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
-    let field = |key: &str| {
-        let start = header.find(key).unwrap() + key.len();
-        header[start..].trim_start_matches([':', ' ', '\'']).to_string()
-    };
-    let descr = field("'descr'").split('\'').next().unwrap().to_string();
-    let shape_text = field("'shape'");
-    let shape = shape_text[1..shape_text.find(')').unwrap()]
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().unwrap())
-        .collect();
-    assert!(header.contains("'fortran_order': False"), "{}", path.display());
-    (descr, shape, bytes[10 + header_len..].to_vec())
+    let npy = om4_testkit::Npy::read(path).unwrap_or_else(|e| panic!("{e}"));
+    (npy.descr, npy.shape, npy.data)
 }
 
 fn arg(case: &Value, key: &str) -> String {

@@ -14,21 +14,9 @@ use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{BatchSource, BufferPool, LoaderConfig, loader};
 use om4_pipeline::Error;
 
-fn gpu_required() -> bool {
-    std::env::var_os("OM4_REQUIRE_GPU").is_some_and(|v| v == "1")
-}
-
 /// The pinned pool, or `None` (after checking the error) on a machine without a driver.
 fn pinned_pool() -> Option<BufferPool> {
-    match BufferPool::pinned(0) {
-        Ok(pool) => Some(pool),
-        Err(e) => {
-            assert!(matches!(e, Error::Cuda { .. }), "unexpected error: {e}");
-            assert!(!gpu_required(), "OM4_REQUIRE_GPU=1 but no CUDA device: {e}");
-            eprintln!("no CUDA driver or device ({e}); pinned checks skipped");
-            None
-        }
-    }
+    om4_testkit::or_skip_without_gpu(BufferPool::pinned(0), |e| matches!(e, Error::Cuda { .. }))
 }
 
 #[test]

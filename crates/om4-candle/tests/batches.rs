@@ -10,7 +10,7 @@ use om4_pipeline::{BatchSource, HostBatch, LoaderConfig, MemorySource, Om4Source
 use om4_store::{ReadPool, SynthConfig, synthesize};
 
 fn bits(t: &Tensor) -> Vec<u32> {
-    t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|v| v.to_bits()).collect()
+    om4_testkit::bits(&t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
 }
 
 #[test]

@@ -2,48 +2,24 @@
 //! to bit-identical weights, equal to one process trained on the same global batches; checkpoints
 //! remember the world size.
 //!
-//! The comparison with one process uses the tiny network without block normalization: instance
-//! and batch norm cancel the gradient of the convolution bias before them exactly, so what is
-//! left there is rounding noise, which Adam's first steps scale to ±lr whatever its size. Two
-//! summation orders (per rank, then across ranks; or all at once) then move those biases apart
-//! by about lr per step, in any DDP implementation. Without them the runs agree to float32
-//! rounding amplified by Adam.
+//! The case (store, the tiny network without block normalization, settings) is
+//! `om4_testkit::ddp`'s, shared with `examples/ddp_check`; its docs say why there is no block
+//! normalization. Without it the runs agree to float32 rounding amplified by Adam.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use om4_burn::{LoaderConfig, Om4Source, SourceConfig};
+use om4_burn::{Om4Source, SourceConfig};
 use om4_pipeline::{Collective, ThreadGroup};
-use om4_samudra::{DataParallel, EpochReport, NormKind, SamudraConfig, TrainConfig, Trainer, flatten_parameters};
-use om4_store::{ReadPool, SynthConfig, synthesize};
+use om4_samudra::{DataParallel, EpochReport, TrainConfig, Trainer, flatten_parameters};
+use om4_store::ReadPool;
+use om4_testkit::ddp::{config, model};
 
 const WORLD: usize = 2;
 const EPOCHS: usize = 1;
 
 fn store(dir: &Path) -> SourceConfig {
-    let cfg = SynthConfig { ny: 16, nx: 32, times: 24, levels: 2, ..SynthConfig::default() };
-    let paths = synthesize(dir, &cfg, |_, _| {}).unwrap();
-    SourceConfig::samudra(paths.data, paths.means, paths.stds, 2)
-}
-
-/// The tiny network without block normalization (see the crate comment).
-fn model() -> SamudraConfig {
-    SamudraConfig { norm: NormKind::None, ..SamudraConfig::tiny() }
-}
-
-fn config() -> TrainConfig {
-    TrainConfig {
-        epochs: EPOCHS,
-        learning_rate: 1e-3,
-        batch_size: 2,
-        steps: 2,
-        grad_clip: 0.5,
-        dynamic_loss_limit: Some(20.0),
-        train_time: "..1958-04-01".parse().unwrap(),
-        val_time: "1958-03-01..".parse().unwrap(),
-        loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
-        ..TrainConfig::default()
-    }
+    om4_testkit::ddp::store(dir).unwrap()
 }
 
 struct Run {

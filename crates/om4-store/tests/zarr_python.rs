@@ -11,17 +11,11 @@ fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/zarr_python")
 }
 
-/// A little-endian float32 `.npy` file: (shape, values).
+/// A float32 `.npy` file: (shape, values).
 fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..6], b"\x93NUMPY");
-    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
-    assert!(header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"), "{header}");
-    let shape_text = header.split("'shape': (").nth(1).unwrap().split(')').next().unwrap();
-    let shape = shape_text.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse().unwrap()).collect();
-    let values = bytes[10 + header_len..].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-    (shape, values)
+    let npy = om4_testkit::Npy::read(path).unwrap();
+    assert_eq!(npy.descr, "<f4");
+    (npy.shape.clone(), npy.to_f32().unwrap())
 }
 
 #[test]

@@ -28,9 +28,8 @@ pub fn source(f: &Fixture) -> Arc<Om4Source> {
     Arc::new(Om4Source::open(&f.config, ReadPool::new(2).unwrap()).unwrap())
 }
 
-pub fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
+#[allow(unused_imports)] // not every test binary compares bits
+pub use om4_testkit::bits;
 
 pub fn tensor_values(t: burn::tensor::Tensor<4>) -> Vec<f32> {
     t.into_data().try_to_vec::<f32>().unwrap()

@@ -32,9 +32,8 @@ pub fn read_all(store: &Om4Store, levels: usize) -> Vec<f32> {
     out
 }
 
-pub fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
+#[allow(unused_imports)] // not every test binary compares bits
+pub use om4_testkit::bits;
 
 /// Rewrites one JSON metadata file of an array.
 pub fn edit_json(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
