@@ -80,7 +80,7 @@ impl Default for LoaderConfig {
 }
 
 /// Where a batch is normalized, masked and gathered. Both give the same bits. A framework
-/// adapter resolves `Auto` for its device (see [`Loader::prepare_on_host`]).
+/// adapter resolves `Auto` for its device (see [`Finish::prepares_on_host`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PrepareOn {
