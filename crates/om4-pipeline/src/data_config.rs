@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use om4_store::{DateRange, Om4Store, ReadPool, StoreLocation};
+use om4_store::{DEPTH_VARS, DateRange, Om4Store, ReadPool, StoreLocation};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -137,8 +137,8 @@ impl DataSource {
         let prognostic = match (&self.prognostic, self.prognostic_vars_key.as_deref()) {
             (Some(_), Some(_)) => return Err(both("prognostic")),
             (Some(list), None) => list.clone(),
-            (None, None | Some("thermo_dynamic_all")) => per_level(&["uo", "vo", "thetao", "so"], levels),
-            (None, Some("thermo_dynamic_5")) => per_level(&["uo", "vo", "thetao", "so"], 5),
+            (None, None | Some("thermo_dynamic_all")) => per_level(&DEPTH_VARS, levels),
+            (None, Some("thermo_dynamic_5")) => per_level(&DEPTH_VARS, 5),
             (None, Some("thermo_all")) => per_level(&["thetao", "so"], levels),
             (None, Some("thetao_1")) => vec!["thetao_0".into()],
             (None, Some(other)) => {

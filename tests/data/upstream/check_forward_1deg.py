@@ -19,7 +19,7 @@ Two cases (--case):
 
     python check_forward_1deg.py --upstream-src /path/to/Samudra/src \
         --forward-bin target/release/examples/samudra_forward [--presets tiny,v2_highres] \
-        [--case nested|independent] [--masks blobs|cells] [--work DIR]
+        [--case nested|independent] [--masks blobs|cells] [--seed N] [--work DIR]
 """
 
 import argparse
@@ -58,6 +58,7 @@ def main() -> None:
     ap.add_argument("--masks", default="blobs", choices=["blobs", "cells"],
                     help="independent case: land in smooth blobs, or cell by cell at random")
     ap.add_argument("--work", default=None)
+    ap.add_argument("--seed", type=int, default=None, help="inputs, masks and weights (default: make_upstream_model's)")
     args = ap.parse_args()
     spec = importlib.util.spec_from_file_location("make_upstream_model", HERE / "make_upstream_model.py")
     mum = importlib.util.module_from_spec(spec)
@@ -75,7 +76,8 @@ def main() -> None:
     fwd64 = mum.forward_once_float64(src)
     work = Path(args.work or tempfile.mkdtemp(prefix="om4-1deg-"))
     work.mkdir(parents=True, exist_ok=True)
-    gen = torch.Generator().manual_seed(mum.SEED)
+    seed = mum.SEED if args.seed is None else args.seed
+    gen = torch.Generator().manual_seed(seed)
     lat = torch.linspace(-89.5, 89.5, H, dtype=torch.float64)
     lon = torch.linspace(0.5, 359.5, W, dtype=torch.float64)
     if args.case == "nested":
@@ -108,7 +110,7 @@ def main() -> None:
     np.save(work / "mask.npy", label_mask.numpy())
     results = {}
     for name in args.presets.split(","):
-        torch.manual_seed(mum.SEED)
+        torch.manual_seed(seed)
         _, model = mum.build_model(PRESETS[name], grid=(H, W))
         if args.case == "nested":
             mum.perturb(model, gen)
