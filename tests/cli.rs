@@ -57,7 +57,9 @@ fn inspect_validate_dump() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let problems = report["problems"].as_array().unwrap();
     assert!(
-        problems.iter().any(|p| p.as_str().unwrap().contains("so_1") && p.as_str().unwrap().contains("zero extent")),
+        problems
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("so_1") && p.as_str().unwrap().contains("zero-sized extent")),
         "{problems:?}"
     );
     assert_eq!(om4(&["validate", &store]).status.code(), Some(1));

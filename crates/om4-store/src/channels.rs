@@ -284,7 +284,9 @@ impl Om4Store {
             }
         }
         if let Some(i) = info.shape.iter().position(|&n| n == 0) {
-            return Err(self.invalid(&info.name, format!("dimension {i} has size 0 (shape {:?})", info.shape)));
+            return Err(
+                self.invalid(&info.name, format!("dimension {i} has a zero-sized extent (shape {:?})", info.shape))
+            );
         }
         self.axes_of(info)
     }

@@ -390,7 +390,7 @@ fn check_extents(shape: &[u64], chunks: &[u64], inner: Option<&[u64]>) -> std::r
             return Err(format!("{what} {dims:?} do not match the rank of shape {shape:?}"));
         }
         if dims.contains(&0) {
-            return Err(format!("{what} {dims:?} have a zero extent"));
+            return Err(format!("{what} {dims:?} have a zero-sized extent"));
         }
         if bytes(dims).is_none() {
             return Err(format!("{what} {dims:?} are too large to address"));

@@ -303,7 +303,7 @@ fn validation_rejects_each_bad_array_before_reading() {
     let (_d, s) = tamper(|root| {
         edit_json(&root.join("zos/.zarray"), |v| v["shape"] = serde_json::json!([7, 0, 10]));
     });
-    assert!(invalid_reason(&s, &["zos"]).contains("size 0"));
+    assert!(invalid_reason(&s, &["zos"]).contains("zero-sized extent"));
 
     let (_d, s) = tamper(|root| {
         edit_json(&root.join("zos/.zarray"), |v| {
@@ -410,7 +410,7 @@ fn corrupt_shard_index_is_named() {
 fn absurd_chunking_is_a_metadata_error() {
     for (chunks, expected) in [
         (serde_json::json!([u64::MAX, 6, 10]), "too large to address"),
-        (serde_json::json!([1, 0, 10]), "zero extent"),
+        (serde_json::json!([1, 0, 10]), "zero-sized extent"),
         (serde_json::json!([1, 6]), "rank"),
         (serde_json::json!([1 << 20, 1 << 12, 1 << 12]), "GiB"),
     ] {
