@@ -11,6 +11,7 @@
 
 mod drop_in;
 mod error;
+mod loader;
 
 use pyo3::prelude::*;
 
@@ -20,6 +21,10 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<drop_in::FlatOm4ReadPool>()?;
     module.add_class::<drop_in::FlatOm4Reader>()?;
     module.add_class::<drop_in::CompactOm4Reader>()?;
+    module.add_class::<loader::Loader>()?;
+    module.add_class::<loader::EpochIter>()?;
+    module.add_class::<loader::Batch>()?;
+    module.add_class::<loader::Step>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

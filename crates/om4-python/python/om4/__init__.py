@@ -4,8 +4,23 @@
 channels into a caller's float32 NumPy array, ``(times, channels, y, x)``, on a shared pool of
 read threads, with the GIL released. The same classes are importable as
 ``samudra_rust_loader`` (upstream Samudra's ``data.loading.type: rust``).
+
+``Loader`` is Samudra's whole batch pipeline in Rust: ``Loader(store, hist=1, steps=2,
+batch_size=4, seed=0)``, then ``for batch in loader.epoch(n)``: each ``batch.steps[k]`` holds
+``model_input``, ``prognostic``, ``boundary`` and ``label`` as float32 NumPy arrays
+``(batch, channels, y, x)``, equal bit for bit to upstream's ``ModelBatch``; ``loader.label_mask``
+is its label mask. ``torch.from_dlpack(array)`` shares an array's memory.
 """
 
-from om4._native import CompactOm4Reader, FlatOm4ReadPool, FlatOm4Reader, __version__
+from om4._native import Batch, CompactOm4Reader, EpochIter, FlatOm4ReadPool, FlatOm4Reader, Loader, Step, __version__
 
-__all__ = ["CompactOm4Reader", "FlatOm4ReadPool", "FlatOm4Reader", "__version__"]
+__all__ = [
+    "Batch",
+    "CompactOm4Reader",
+    "EpochIter",
+    "FlatOm4ReadPool",
+    "FlatOm4Reader",
+    "Loader",
+    "Step",
+    "__version__",
+]

@@ -1,0 +1,324 @@
+//! `om4.Loader`: Samudra's whole batch pipeline (schedule, plane dedup, reads, normalization,
+//! masks, gather, prefetch) in Rust, yielding NumPy arrays shaped like upstream's `ModelBatch`.
+//!
+//! It is `om4_pipeline::Loader` over an `Om4Source`, built as `om4 batch` builds it: the same
+//! schedule (Samudra's samplers, DDP included), the same preparation, so the same bits. Batches
+//! are prepared on the host, on the loader's threads; `__next__` releases the GIL while it waits.
+//! Each batch's buffers leave the loader's pool and become the NumPy arrays' memory (no copy);
+//! NumPy arrays speak DLPack, so `torch.from_dlpack(array)` shares them too.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use numpy::{PyArray1, PyArrayMethods, ToPyArray};
+use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
+use om4_pipeline::{BatchSource, Epoch, HostBatch, Loaded, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
+use om4_store::{DateRange, ReadPool, StoreLocation};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::error::runtime;
+
+/// The loader and what a batch's arrays are cut by.
+#[pyclass(module = "om4", frozen)]
+#[derive(Debug)]
+pub(crate) struct Loader {
+    loader: om4_pipeline::Loader<Om4Source>,
+    source: Arc<Om4Source>,
+    states: usize,
+    prognostic: Vec<String>,
+    boundary: Vec<String>,
+    validation: bool,
+}
+
+/// A path or URL argument as a store location.
+fn location(arg: &Bound<'_, PyAny>) -> PyResult<StoreLocation> {
+    let text = match arg.extract::<String>() {
+        Ok(s) => s,
+        Err(_) => {
+            let fspath = arg.py().import("os")?.getattr("fspath")?.call1((arg,))?;
+            fspath
+                .extract::<PathBuf>()
+                .map_err(|_| runtime("a store must be a str or an os.PathLike"))?
+                .display()
+                .to_string()
+        }
+    };
+    StoreLocation::parse(&text).map_err(|e| runtime(format!("store {text:?}: {e}")))
+}
+
+#[pymethods]
+impl Loader {
+    /// Opens `store` (with its means and stds, default the siblings `OM4_means.zarr` and
+    /// `OM4_stds.zarr`) and builds the loader of one split.
+    #[new]
+    #[pyo3(signature = (
+        store, *, means=None, stds=None, prognostic=None, boundary=None, levels=19, time=None,
+        split="train", hist=1, steps=1, stride=1, batch_size=1, seed=0, rank=0, world_size=None,
+        normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        store: &Bound<'_, PyAny>,
+        means: Option<&Bound<'_, PyAny>>,
+        stds: Option<&Bound<'_, PyAny>>,
+        prognostic: Option<Vec<String>>,
+        boundary: Option<Vec<String>>,
+        levels: usize,
+        time: Option<&str>,
+        split: &str,
+        hist: usize,
+        steps: usize,
+        stride: usize,
+        batch_size: usize,
+        seed: u64,
+        rank: usize,
+        world_size: Option<usize>,
+        normalize_before_mask: bool,
+        fill_value: f32,
+        prefetch: usize,
+        max_concurrent_reads: usize,
+    ) -> PyResult<Self> {
+        let validation = match split {
+            "train" => false,
+            "val" | "validation" => true,
+            other => return Err(runtime(format!("split {other:?}: expected \"train\" or \"val\""))),
+        };
+        let data = location(store)?;
+        let means = means.map(location).transpose()?.unwrap_or_else(|| data.sibling("OM4_means.zarr"));
+        let stds = stds.map(location).transpose()?.unwrap_or_else(|| data.sibling("OM4_stds.zarr"));
+        let mut config = SourceConfig::samudra(data, means, stds, levels);
+        if let Some(p) = prognostic {
+            config.prognostic = p;
+        }
+        if let Some(b) = boundary {
+            config.boundary = b;
+        }
+        config.normalize_before_mask = normalize_before_mask;
+        config.masked_fill_value = fill_value;
+        let range: Option<DateRange> =
+            time.map(|t| t.parse().map_err(|e| runtime(format!("time {t:?}: {e}")))).transpose()?;
+        let ddp = match world_size {
+            None if rank == 0 => None,
+            None => return Err(runtime(format!("rank {rank} needs world_size"))),
+            Some(world_size) => Some(Ddp { world_size, rank }),
+        };
+        // Samudra validates one step ahead, whatever the training rollout.
+        let steps = if validation { 1 } else { steps };
+        let loading = LoaderConfig {
+            prefetch_batches: prefetch,
+            max_concurrent_reads,
+            prepare_on: PrepareOn::Host,
+            ..LoaderConfig::default()
+        };
+        let (prognostic, boundary) = (config.prognostic.clone(), config.boundary.clone());
+        let build = || -> Result<(om4_pipeline::Loader<Om4Source>, Arc<Om4Source>), String> {
+            let pool = ReadPool::new(max_concurrent_reads).map_err(|e| e.to_string())?;
+            let mut source = Om4Source::open(&config, pool).map_err(|e| e.to_string())?;
+            if let Some(range) = &range {
+                source = source.with_range(range).map_err(|e| e.to_string())?;
+            }
+            let source = Arc::new(source);
+            let window = WindowSpec::new(hist, steps, stride).map_err(|e| e.to_string())?;
+            let space = SampleSpace::single(window, source.time_len()).map_err(|e| e.to_string())?;
+            let schedule = if validation {
+                Schedule::validation(batch_size, seed, ddp)
+            } else {
+                Schedule::training(batch_size, seed, ddp)
+            }
+            .map_err(|e| e.to_string())?;
+            Ok((om4_pipeline::Loader::new(Arc::clone(&source), space, schedule, loading), source))
+        };
+        let (loader, source) = py.detach(build).map_err(runtime)?;
+        Ok(Self { loader, source, states: hist + 1, prognostic, boundary, validation })
+    }
+
+    /// Batches per epoch (for this rank).
+    fn __len__(&self) -> usize {
+        self.loader.len()
+    }
+
+    /// The batches of `epoch`, in Samudra's order, read ahead on Rust threads. Iterate it, or use
+    /// it as a context manager; `close()` stops the read-ahead.
+    fn epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<EpochIter> {
+        let iter = py.detach(|| self.loader.epoch(epoch)).map_err(runtime)?;
+        Ok(EpochIter { epoch: Mutex::new(Some(iter)), cut: self.cut() })
+    }
+
+    /// Prognostic channel names, one time step's worth.
+    #[getter]
+    fn prognostic(&self) -> Vec<String> {
+        self.prognostic.clone()
+    }
+
+    /// Boundary channel names, one time step's worth.
+    #[getter]
+    fn boundary(&self) -> Vec<String> {
+        self.boundary.clone()
+    }
+
+    /// `(y, x)` of every plane.
+    #[getter]
+    fn grid(&self) -> (usize, usize) {
+        let g = self.source.grid();
+        (g.y, g.x)
+    }
+
+    /// Time steps of the split.
+    #[getter]
+    fn time_len(&self) -> usize {
+        self.source.time_len()
+    }
+
+    /// Whether this is the validation split (one rollout step, Samudra's validation sampler).
+    #[getter]
+    fn validation(&self) -> bool {
+        self.validation
+    }
+
+    /// The label mask, `(states · prognostic, y, x)` uint8, 1 = ocean (Samudra's
+    /// `GridContext.label_mask`).
+    #[getter]
+    fn label_mask<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let grid = self.source.grid();
+        let mask = self.source.normalizations()[Roles::PROGNOSTIC].mask().repeat(self.states);
+        let wet: Vec<u8> = mask.as_slice().iter().map(|&w| u8::from(w)).collect();
+        let c = wet.len() / grid.plane().max(1);
+        Ok(wet.to_pyarray(py).reshape([c, grid.y, grid.x])?.into_any())
+    }
+
+    fn __repr__(&self) -> String {
+        let g = self.source.grid();
+        format!(
+            "om4.Loader({} batches, {} prognostic + {} boundary channels, {}x{}, {})",
+            self.loader.len(),
+            self.prognostic.len(),
+            self.boundary.len(),
+            g.y,
+            g.x,
+            if self.validation { "val" } else { "train" }
+        )
+    }
+}
+
+impl Loader {
+    fn cut(&self) -> Cut {
+        let grid = self.source.grid();
+        let channels = self.source.channels();
+        let c_prog = channels[Roles::PROGNOSTIC];
+        let c_bound = channels.get(Roles::BOUNDARY).copied().unwrap_or(0);
+        Cut { prognostic: self.states * c_prog, boundary: self.states * c_bound, y: grid.y, x: grid.x }
+    }
+}
+
+/// Channel counts a model input is split by.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    prognostic: usize,
+    boundary: usize,
+    y: usize,
+    x: usize,
+}
+
+/// One epoch's batches. Ends cleanly when exhausted, on `close()`, on garbage collection, or
+/// when a read fails (the error is raised at that batch).
+#[pyclass(module = "om4")]
+#[derive(Debug)]
+pub(crate) struct EpochIter {
+    epoch: Mutex<Option<Epoch<HostBatch>>>,
+    cut: Cut,
+}
+
+#[pymethods]
+impl EpochIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        let next = py.detach(|| {
+            let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+            let next = epoch.as_mut().and_then(Iterator::next);
+            if !matches!(next, Some(Ok(_))) {
+                *epoch = None; // exhausted or failed: the threads end here
+            }
+            next
+        });
+        match next {
+            None => Ok(None),
+            Some(Err(e)) => Err(runtime(e)),
+            Some(Ok(loaded)) => Batch::new(py, loaded, self.cut).map(Some),
+        }
+    }
+
+    /// Stops the read-ahead and joins the loader's threads; later `next()` ends the iteration.
+    fn close(&self, py: Python<'_>) {
+        let epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner).take();
+        py.detach(move || drop(epoch));
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _kind: Option<&Bound<'_, PyAny>>,
+        _value: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> bool {
+        self.close(py);
+        false
+    }
+}
+
+/// One batch: per rollout step the model input (prognostic then boundary channels), its
+/// prognostic and boundary parts (views), and the label; arrays `(batch, channels, y, x)`.
+#[pyclass(module = "om4", frozen, get_all)]
+#[derive(Debug)]
+pub(crate) struct Batch {
+    /// Sample indices in schedule order.
+    samples: Vec<usize>,
+    /// One `Step` per rollout step.
+    steps: Py<PyList>,
+    /// Seconds the consumer waited for this batch.
+    wait_s: f64,
+}
+
+/// One rollout step of a batch.
+#[pyclass(module = "om4", frozen, get_all)]
+#[derive(Debug)]
+pub(crate) struct Step {
+    model_input: Py<PyAny>,
+    prognostic: Py<PyAny>,
+    boundary: Py<PyAny>,
+    label: Py<PyAny>,
+}
+
+impl Batch {
+    fn new(py: Python<'_>, loaded: Loaded<HostBatch>, cut: Cut) -> PyResult<Self> {
+        let HostBatch::Prepared(batch) = loaded.batch else {
+            return Err(runtime("internal: the loader handed over a batch not prepared on the host"));
+        };
+        let b = batch.batch;
+        let array = |values: Vec<f32>, channels: usize| -> PyResult<Bound<'_, PyAny>> {
+            Ok(PyArray1::from_vec(py, values).reshape([b, channels, cut.y, cut.x])?.into_any())
+        };
+        let steps = PyList::empty(py);
+        for step in batch.steps {
+            let input = array(step.input.into_vec(), cut.prognostic + cut.boundary)?;
+            let label = array(step.label.into_vec(), batch.label_shape[1])?;
+            let slice = |from: usize, to: usize| -> PyResult<Py<PyAny>> {
+                let s = pyo3::types::PySlice::new(py, from as isize, to as isize, 1);
+                let full = pyo3::types::PySlice::full(py);
+                Ok(input.get_item((full, s))?.unbind())
+            };
+            let prognostic = slice(0, cut.prognostic)?;
+            let boundary = slice(cut.prognostic, cut.prognostic + cut.boundary)?;
+            steps.append(Step { model_input: input.unbind(), prognostic, boundary, label: label.unbind() })?;
+        }
+        Ok(Self { samples: loaded.samples, steps: steps.unbind(), wait_s: loaded.telemetry.wait.as_secs_f64() })
+    }
+}
