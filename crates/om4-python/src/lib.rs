@@ -9,6 +9,7 @@
 //! Arrays go out as NumPy arrays; the GIL is released for every read. Tests are Python
 //! (`crates/om4-python/tests`, run by `scripts/python-check.sh`).
 
+mod arrays;
 mod drop_in;
 mod error;
 mod loader;
@@ -25,6 +26,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<loader::EpochIter>()?;
     module.add_class::<loader::Batch>()?;
     module.add_class::<loader::Step>()?;
+    module.add_class::<arrays::PooledMemory>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

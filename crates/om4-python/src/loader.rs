@@ -4,19 +4,21 @@
 //! It is `om4_pipeline::Loader` over an `Om4Source`, built as `om4 batch` builds it: the same
 //! schedule (Samudra's samplers, DDP included), the same preparation, so the same bits. Batches
 //! are prepared on the host, on the loader's threads; `__next__` releases the GIL while it waits.
-//! Each batch's buffers leave the loader's pool and become the NumPy arrays' memory (no copy);
-//! NumPy arrays speak DLPack, so `torch.from_dlpack(array)` shares them too.
+//! Each batch's NumPy arrays view the loader's pooled buffers (no copy; see `arrays`), which go
+//! back to the pool when the arrays are gone; NumPy arrays speak DLPack, so
+//! `torch.from_dlpack(array)` shares them too.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use numpy::{PyArray1, PyArrayMethods, ToPyArray};
+use numpy::{PyArrayMethods, ToPyArray};
 use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
 use om4_pipeline::{BatchSource, Epoch, HostBatch, Loaded, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
 use om4_store::{DateRange, ReadPool, StoreLocation};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use crate::arrays;
 use crate::error::runtime;
 
 /// The loader and what a batch's arrays are cut by.
@@ -177,6 +179,13 @@ impl Loader {
         self.validation
     }
 
+    /// Batch buffers the loader has allocated so far: it stays bounded while batches are
+    /// released, since a batch's buffers return to the pool when its arrays are gone.
+    #[getter]
+    fn buffer_allocations(&self) -> usize {
+        self.loader.output_buffers().allocations()
+    }
+
     /// The label mask, `(states · prognostic, y, x)` uint8, 1 = ocean (Samudra's
     /// `GridContext.label_mask`).
     #[getter]
@@ -303,13 +312,10 @@ impl Batch {
             return Err(runtime("internal: the loader handed over a batch not prepared on the host"));
         };
         let b = batch.batch;
-        let array = |values: Vec<f32>, channels: usize| -> PyResult<Bound<'_, PyAny>> {
-            Ok(PyArray1::from_vec(py, values).reshape([b, channels, cut.y, cut.x])?.into_any())
-        };
         let steps = PyList::empty(py);
         for step in batch.steps {
-            let input = array(step.input.into_vec(), cut.prognostic + cut.boundary)?;
-            let label = array(step.label.into_vec(), batch.label_shape[1])?;
+            let input = arrays::array(py, step.input, [b, cut.prognostic + cut.boundary, cut.y, cut.x])?;
+            let label = arrays::array(py, step.label, [b, batch.label_shape[1], cut.y, cut.x])?;
             let slice = |from: usize, to: usize| -> PyResult<Py<PyAny>> {
                 let s = pyo3::types::PySlice::new(py, from as isize, to as isize, 1);
                 let full = pyo3::types::PySlice::full(py);

@@ -97,6 +97,19 @@ def test_arrays_are_shared_through_dlpack_and_outlive_the_loader():
     np.testing.assert_array_equal(step.label, kept)
 
 
+def test_released_batches_return_their_buffers_to_the_pool():
+    loader = case_loader(a_case("train_h0_s1_st1"), prefetch=2)
+    batches = len(loader)
+    assert batches >= 8
+    for _ in range(2):
+        for batch in loader.epoch(1):
+            step = batch.steps[0]
+            assert step.model_input.flags.writeable and step.model_input.flags.c_contiguous
+            step.label[...] = 0  # the arrays are the caller's to use
+    # Two arrays per step per batch: without reuse this would be 2 * steps * batches * 2 epochs.
+    assert loader.buffer_allocations <= 2 * (2 + 3), loader.buffer_allocations
+
+
 def test_close_early_drop_and_consumer_exceptions_end_cleanly():
     loader = case_loader(a_case(), prefetch=4)
     epoch = loader.epoch(1)

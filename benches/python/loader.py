@@ -1,0 +1,183 @@
+"""om4.Loader against upstream Samudra's own Rust-backed loader, prepared batches on the CPU.
+
+Upstream's loader is built by upstream's own ``Trainer.init_data_loaders`` from its test
+configuration (``configs/test/train_default.yaml``) with ``data.loading.type: rust``: its
+extension reads (plan, ``np.unique`` dedup, ``read_into``) on a Python prefetch thread, and torch
+normalizes, masks and gathers on the CPU into a ``ModelBatch``. om4.Loader does all of it in
+Rust. Both read the same store with the same channels (``thermo_dynamic_5`` + ``tau_hfds``),
+window (hist 1, 2 steps), batch size and read threads; rounds alternate which goes first. Each
+round times an epoch's first BATCHES batches pulled back to back (prepared-batch throughput), then
+the exposed wait per batch while the consumer computes for --compute-ms (the wait a training loop
+sees). Upstream reads through the ``samudra_rust_loader`` installed (om4's drop-in, with the
+wheel), or through upstream's own extension with ``--upstream-so`` (the .so in its wheel).
+
+    target/torch-venv/bin/python benches/python/loader.py --upstream-src DIR STORE_DIR
+
+STORE_DIR holds OM4.zarr, OM4_means.zarr, OM4_stds.zarr (``om4 synth --grid 1deg``). Upstream's
+xarray code needs two things of a store that ``om4 synth`` writes otherwise: a julian calendar
+(synth writes noleap; the dates agree within 1958) and bool masks without a fill value (xarray
+decodes ``fill_value: false`` masks as objects); ``--patch-store`` rewrites both in STORE_DIR's
+metadata once.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import om4
+
+
+def upstream_loader(src: Path, root: Path, args, out: Path):
+    if args.upstream_so:
+        import importlib.machinery
+        import importlib.util
+
+        loader = importlib.machinery.ExtensionFileLoader("samudra_rust_loader", str(args.upstream_so))
+        spec = importlib.util.spec_from_file_location("samudra_rust_loader", args.upstream_so, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        sys.modules["samudra_rust_loader"] = module
+    sys.path.insert(0, str(src / "src"))
+    from samudra.config import Om4DataSourceConfig, Om4TimeConfig, RustDataLoadingConfig, TrainConfig
+    from samudra.train import Trainer
+    from samudra.utils.location import UnresolvedLocation
+    from samudra.utils.multiton import MultitonScope
+
+    config = TrainConfig.from_yaml_and_cli(
+        [str(src / "configs/test/train_default.yaml"), "--experiment.data_root", str(root),
+         "--experiment.base_output_dir", str(out), "--backend", "cpu"]
+    )
+    train, val = args.train.split(".."), args.val.split("..")
+    config.data.sources = [
+        Om4DataSourceConfig(
+            train_time=Om4TimeConfig.model_validate({"start": train[0], "end": train[1]}),
+            val_time=Om4TimeConfig.model_validate({"start": val[0], "end": val[1]}),
+            data_location=UnresolvedLocation(path="OM4.zarr"),
+            data_means_location=UnresolvedLocation(path="OM4_means.zarr"),
+            data_stds_location=UnresolvedLocation(path="OM4_stds.zarr"),
+            prognostic_vars_key="thermo_dynamic_5",
+            boundary_vars_key="tau_hfds",
+        )
+    ]
+    config.data.loading = RustDataLoadingConfig(
+        prefetch_batches=args.prefetch, max_concurrent_reads=args.threads, prefetch_to_device=False
+    )
+    config.data.hist = 1
+    config.inference_epochs = []
+    config.batch_size = args.batch_size
+    config.data_stride = [1]
+    config.steps = [2]
+    config.step_transition = []
+    scope = MultitonScope()
+    scope.__enter__()
+    trainer = Trainer(config)
+    trainer.init_data_loaders(cur_step=2)
+    return trainer.train_loader, scope
+
+
+def patch_store(data: Path):
+    def edit(meta: dict, key: str):
+        if key.endswith(".zarray") and meta.get("dtype") == "|b1" and meta.get("fill_value") is False:
+            meta["fill_value"] = None
+        if key == "time/.zattrs":
+            meta["calendar"] = "julian"
+
+    for path in [*data.glob("*/.zarray"), data / "time" / ".zattrs"]:
+        meta = json.loads(path.read_text())
+        edit(meta, f"{path.parent.name}/{path.name}")
+        path.write_text(json.dumps(meta))
+    consolidated = data / ".zmetadata"
+    if consolidated.exists():
+        meta = json.loads(consolidated.read_text())
+        for key, value in meta["metadata"].items():
+            edit(value, key)
+        consolidated.write_text(json.dumps(meta))
+
+
+def om4_loader(root: Path, prognostic, boundary, args):
+    return om4.Loader(
+        root / "OM4.zarr", prognostic=prognostic, boundary=boundary, time=args.train, hist=1, steps=2,
+        batch_size=args.batch_size, seed=15, prefetch=args.prefetch, max_concurrent_reads=args.threads,
+    )
+
+
+def pull(iterator, batches, compute_s):
+    """Seconds for `batches` batches back to back (compute_s = 0), or each batch's wait."""
+    waits = []
+    batch = None
+    t_all = time.perf_counter()
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        new = next(iterator)
+        waits.append(time.perf_counter() - t0)
+        batch = new  # as a training loop holds its batch until the next one: freeing it is not waiting
+        if compute_s:
+            time.sleep(compute_s)
+    del batch
+    return time.perf_counter() - t_all, waits
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root", type=Path)
+    ap.add_argument("--upstream-src", type=Path, required=True)
+    ap.add_argument("--patch-store", action="store_true", help="make STORE_DIR readable by upstream's xarray code")
+    ap.add_argument("--upstream-so", type=Path, help="upstream's own samudra_rust_loader extension (.so)")
+    ap.add_argument("--train", default="1958-01-03..1958-04-18")
+    ap.add_argument("--val", default="1958-04-23..1958-05-28")
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--batches", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prefetch", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--compute-ms", type=float, default=500.0)
+    args = ap.parse_args()
+    if args.patch_store:
+        patch_store(args.root / "OM4.zarr")
+    with tempfile.TemporaryDirectory() as out:
+        up, _scope = upstream_loader(args.upstream_src.resolve(), args.root.resolve(), args, Path(out))
+        print("upstream reads through", sys.modules["samudra_rust_loader"].__file__, file=sys.stderr)
+        from samudra.constants import build_om4_layout
+
+        layout = build_om4_layout(prognostic_vars_key="thermo_dynamic_5", boundary_vars_key="tau_hfds")
+        ours = om4_loader(args.root, list(layout.prognostic_var_names), list(layout.boundary_var_names), args)
+        # Both loaders' first batch of an epoch, before anything is timed: the same shapes, and
+        # (same seed, same sampler) the same values.
+        up.set_epoch(0)
+        a, b = next(iter(up)), next(iter(ours.epoch(0)))
+        for k, step in enumerate(b.steps):
+            for i, field in enumerate(["prognostic", "boundary", "label"]):
+                theirs, mine = a[k][i].numpy(), getattr(step, field)
+                assert theirs.shape == mine.shape, (k, field, theirs.shape, mine.shape)
+                print(f"step {k} {field}: equal bit for bit: {theirs.tobytes() == mine.tobytes()}", file=sys.stderr)
+        results = {"upstream": {"all": [], "wait": []}, "om4": {"all": [], "wait": []}}
+        for r in range(args.rounds):
+            for name in (["upstream", "om4"] if r % 2 == 0 else ["om4", "upstream"]):
+                for compute in (0.0, args.compute_ms / 1e3):
+                    if name == "upstream":
+                        up.set_epoch(r)
+                        it = iter(up)
+                    else:
+                        it = ours.epoch(r)
+                    total, waits = pull(it, args.batches, compute)
+                    del it
+                    if compute:
+                        results[name]["wait"] += waits[1:]  # the first batch has nothing to hide behind
+                    else:
+                        results[name]["all"].append(args.batches / total)
+        print(f"{'loader':<9} {'batches/s (median)':>19} {'exposed wait p50 ms':>20} {'p95 ms':>8}")
+        for name, res in results.items():
+            w = sorted(res["wait"])
+            p95 = w[min(len(w) - 1, int(0.95 * len(w)))]
+            print(f"{name:<9} {statistics.median(res['all']):>19.2f} {statistics.median(w) * 1e3:>20.2f} {p95 * 1e3:>8.2f}")
+        ratio = statistics.median(results["om4"]["all"]) / statistics.median(results["upstream"]["all"])
+        print(f"om4 / upstream prepared batches per second: {ratio:.2f}x "
+              f"(batch {args.batch_size}, hist 1, 2 steps, {args.threads} read threads, prefetch {args.prefetch})")
+
+
+if __name__ == "__main__":
+    main()
