@@ -56,6 +56,8 @@ CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target} "$venv/bin/maturin" build --locked 
   -m crates/om4-python/Cargo.toml -i "$py" -o target/wheels
 "$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall target/wheels/om4-*.whl
 
+# With OM4_S3_ENDPOINT set (eval "$(scripts/s3-server.sh)"), tests/test_s3.py reads from the local
+# S3 server too; without it, those tests are skipped.
 "$py" -m pytest -q -p no:cacheprovider crates/om4-python/tests
 
 if [[ -n $upstream ]]; then

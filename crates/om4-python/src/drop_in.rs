@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use numpy::{PyArray4, PyArrayMethods, PyUntypedArrayMethods};
-use om4_store::{ArrayInfo, ChannelSet, Om4Store, ReadPool};
+use om4_store::{ArrayInfo, ChannelSet, Om4Store, ReadPool, StoreLocation};
 use pyo3::prelude::*;
 
 use crate::error::runtime;
@@ -156,7 +156,12 @@ impl Planes {
         if selectors.is_empty() {
             return Err("at least one variable is required".into());
         }
-        let store = Om4Store::open(&path).map_err(|e| format!("opening local Zarr store {}: {e}", path.display()))?;
+        // A path whose text is an s3:// or http(s):// URL opens that store (om4's generalization:
+        // upstream's readers take local directories only).
+        let location = StoreLocation::from_path(&path).map_err(|e| e.to_string())?;
+        let local = if location.is_remote() { "" } else { "local " };
+        let store = Om4Store::open_location(&location)
+            .map_err(|e| format!("opening {local}Zarr store {}: {e}", path.display()))?;
         let mut opened: Vec<String> = Vec::with_capacity(selectors.len());
         let mut common: Option<(String, [u64; 3])> = None;
         for (var, level) in &selectors {

@@ -16,7 +16,7 @@ use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
 use om4_pipeline::{BatchSource, Epoch, HostBatch, Loaded, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
 use om4_store::{DateRange, ReadPool, StoreLocation};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyDict, PyList};
 
 use crate::arrays;
 use crate::error::runtime;
@@ -33,15 +33,23 @@ pub(crate) struct Loader {
     validation: bool,
 }
 
-/// A path or URL argument as a store location.
+/// A store argument as a location: a path or URL (`str` or `os.PathLike`; an `s3://` URL takes
+/// its options from the `AWS_*` environment variables), or a dict in Samudra's form
+/// (`{"type": "s3", "bucket": ..., "path": ..., "endpoint_url": ..., "anon": True}`,
+/// `{"type": "http", "url": ...}`, `{"type": "local", "path": ...}`).
 fn location(arg: &Bound<'_, PyAny>) -> PyResult<StoreLocation> {
+    let py = arg.py();
+    if arg.is_instance_of::<PyDict>() {
+        let json: String = py.import("json")?.getattr("dumps")?.call1((arg,))?.extract()?;
+        return serde_json::from_str(&json).map_err(|e| runtime(format!("store location {json}: {e}")));
+    }
     let text = match arg.extract::<String>() {
         Ok(s) => s,
         Err(_) => {
-            let fspath = arg.py().import("os")?.getattr("fspath")?.call1((arg,))?;
+            let fspath = py.import("os")?.getattr("fspath")?.call1((arg,))?;
             fspath
                 .extract::<PathBuf>()
-                .map_err(|_| runtime("a store must be a str or an os.PathLike"))?
+                .map_err(|_| runtime("a store must be a str, an os.PathLike or a dict"))?
                 .display()
                 .to_string()
         }
@@ -52,7 +60,8 @@ fn location(arg: &Bound<'_, PyAny>) -> PyResult<StoreLocation> {
 #[pymethods]
 impl Loader {
     /// Opens `store` (with its means and stds, default the siblings `OM4_means.zarr` and
-    /// `OM4_stds.zarr`) and builds the loader of one split.
+    /// `OM4_stds.zarr`) and builds the loader of one split. Stores may be local, on S3 or under
+    /// an HTTP(S) URL (see `location`).
     #[new]
     #[pyo3(signature = (
         store, *, means=None, stds=None, prognostic=None, boundary=None, levels=19, time=None,

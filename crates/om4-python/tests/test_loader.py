@@ -20,9 +20,12 @@ CASES = json.loads((UPSTREAM / "cases" / "index.json").read_text())["cases"]
 
 
 def case_loader(case, store=UPSTREAM / "store", **overrides):
+    """om4.Loader for an upstream case; `store` is a directory, or a function of the file name
+    (data.zarr, means.zarr, stds.zarr) that gives any store location."""
+    at = store if callable(store) else (lambda name: store / name)
     args = dict(
-        means=store / "means.zarr",
-        stds=store / "stds.zarr",
+        means=at("means.zarr"),
+        stds=at("stds.zarr"),
         prognostic=case["prognostic_channels_per_time"],
         boundary=case["boundary_channels_per_time"],
         split=case["split"],
@@ -40,7 +43,7 @@ def case_loader(case, store=UPSTREAM / "store", **overrides):
     if case["distributed"]:
         args.update(rank=case["rank"], world_size=case["world_size"])
     args.update(overrides)
-    return om4.Loader(store / "data.zarr", **args)
+    return om4.Loader(at("data.zarr"), **args)
 
 
 @pytest.mark.parametrize("name", CASES)
