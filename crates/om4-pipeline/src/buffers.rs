@@ -67,6 +67,14 @@ impl BufferPool {
         Self { shared: Arc::new(shared) }
     }
 
+    /// Whether the pool allocates page-locked (CUDA pinned) memory.
+    pub fn is_pinned(&self) -> bool {
+        #[cfg(feature = "pinned")]
+        return self.shared.pinned.is_some();
+        #[cfg(not(feature = "pinned"))]
+        false
+    }
+
     /// An empty pool of page-locked buffers from CUDA device `ordinal`'s driver context
     /// (feature `pinned`): uploads from them are DMA'd without a staging copy. When the driver
     /// later refuses an allocation, that buffer falls back to pageable memory (with a warning).

@@ -57,6 +57,17 @@ fn location(arg: &Bound<'_, PyAny>) -> PyResult<StoreLocation> {
     StoreLocation::parse(&text).map_err(|e| runtime(format!("store {text:?}: {e}")))
 }
 
+/// CUDA page-locked buffers on device 0, for `pin_memory=True`.
+#[cfg(feature = "pinned")]
+fn pinned_pool() -> Result<om4_pipeline::BufferPool, String> {
+    om4_pipeline::BufferPool::pinned(0).map_err(|e| format!("pin_memory=True: {e}"))
+}
+
+#[cfg(not(feature = "pinned"))]
+fn pinned_pool() -> Result<om4_pipeline::BufferPool, String> {
+    Err("pin_memory=True: this build of om4 has no CUDA pinned memory (crate feature `pinned`)".into())
+}
+
 #[pymethods]
 impl Loader {
     /// Opens `store` (with its means and stds, default the siblings `OM4_means.zarr` and
@@ -66,7 +77,7 @@ impl Loader {
     #[pyo3(signature = (
         store, *, means=None, stds=None, prognostic=None, boundary=None, levels=19, time=None,
         split="train", hist=1, steps=1, stride=1, batch_size=1, seed=0, rank=0, world_size=None,
-        normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4
+        normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4, pin_memory=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -90,6 +101,7 @@ impl Loader {
         fill_value: f32,
         prefetch: usize,
         max_concurrent_reads: usize,
+        pin_memory: bool,
     ) -> PyResult<Self> {
         let validation = match split {
             "train" => false,
@@ -139,7 +151,9 @@ impl Loader {
                 Schedule::training(batch_size, seed, ddp)
             }
             .map_err(|e| e.to_string())?;
-            Ok((om4_pipeline::Loader::new(Arc::clone(&source), space, schedule, loading), source))
+            let loader = om4_pipeline::Loader::new(Arc::clone(&source), space, schedule, loading);
+            let loader = if pin_memory { loader.with_buffers(pinned_pool()?) } else { loader };
+            Ok((loader, source))
         };
         let (loader, source) = py.detach(build).map_err(runtime)?;
         Ok(Self { loader, source, states: hist + 1, prognostic, boundary, validation })
@@ -186,6 +200,13 @@ impl Loader {
     #[getter]
     fn validation(&self) -> bool {
         self.validation
+    }
+
+    /// Whether batches are in CUDA page-locked memory (`pin_memory=True`), which
+    /// `tensor.to("cuda", non_blocking=True)` copies without restaging.
+    #[getter]
+    fn pin_memory(&self) -> bool {
+        self.loader.buffers().is_pinned()
     }
 
     /// Batch buffers the loader has allocated so far: it stays bounded while batches are

@@ -162,3 +162,17 @@ def test_a_failing_read_is_an_error_at_its_batch(tmp_path):
 def test_bad_arguments_are_refused(kwargs, match):
     with pytest.raises(RuntimeError, match=match):
         case_loader(a_case(), **kwargs)
+
+
+def test_pin_memory_gives_the_same_batches_or_says_why_not():
+    case = a_case()
+    plain = case_loader(case)
+    assert not plain.pin_memory
+    try:
+        pinned = case_loader(case, pin_memory=True)
+    except RuntimeError as error:  # no CUDA driver or device here
+        assert "pin_memory=True" in str(error)
+        return
+    assert pinned.pin_memory
+    for a, b in zip(plain.epoch(1), pinned.epoch(1)):
+        assert [s.model_input.tobytes() for s in a.steps] == [s.model_input.tobytes() for s in b.steps]
