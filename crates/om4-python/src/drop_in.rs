@@ -204,6 +204,29 @@ impl Planes {
         Ok(Self { kind, path, store, pool, opened, shape, sets: Mutex::new(HashMap::new()) })
     }
 
+    /// [`open`](Self::open) from a Python constructor: the path argument converted, the GIL
+    /// released while the store opens.
+    fn open_from_python(
+        py: Python<'_>,
+        kind: Kind,
+        path: &Bound<'_, PyAny>,
+        selectors: Vec<(String, Option<u64>)>,
+        pool: &FlatOm4ReadPool,
+    ) -> PyResult<Self> {
+        let path = to_path(path)?;
+        let pool = pool.pool.clone();
+        py.detach(|| Self::open(kind, path, selectors, pool)).map_err(runtime)
+    }
+
+    fn shape_tuple(&self) -> (u64, u64, u64) {
+        let [t, y, x] = self.shape;
+        (t, y, x)
+    }
+
+    fn repr(&self, class: &str) -> String {
+        format!("{class}({:?}, {:?})", self.path.display().to_string(), self.opened)
+    }
+
     /// The resolved channel set for `names`, built once per distinct list.
     fn set(&self, names: Vec<String>) -> Result<Arc<ChannelSet>, String> {
         let mut sets = self.sets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -331,18 +354,14 @@ impl FlatOm4Reader {
         variables: Vec<String>,
         read_pool: &FlatOm4ReadPool,
     ) -> PyResult<Self> {
-        let path = to_path(path)?;
-        let pool = read_pool.pool.clone();
         let selectors = variables.into_iter().map(|v| (v, None)).collect();
-        let planes = py.detach(|| Planes::open(Kind::Flat, path, selectors, pool)).map_err(runtime)?;
-        Ok(Self { planes })
+        Ok(Self { planes: Planes::open_from_python(py, Kind::Flat, path, selectors, read_pool)? })
     }
 
     /// `(time, y, x)` of the opened arrays.
     #[getter]
     fn shape(&self) -> (u64, u64, u64) {
-        let [t, y, x] = self.planes.shape;
-        (t, y, x)
+        self.planes.shape_tuple()
     }
 
     /// Reads `variables` at time `indexes` into `target`, `(len(indexes), len(variables), y, x)`.
@@ -358,7 +377,7 @@ impl FlatOm4Reader {
     }
 
     fn __repr__(&self) -> String {
-        format!("FlatOm4Reader({:?}, {:?})", self.planes.path.display().to_string(), self.planes.opened)
+        self.planes.repr("FlatOm4Reader")
     }
 }
 
@@ -379,18 +398,14 @@ impl CompactOm4Reader {
         variable_selectors: Vec<(String, Option<i64>)>,
         read_pool: &FlatOm4ReadPool,
     ) -> PyResult<Self> {
-        let path = to_path(path)?;
-        let pool = read_pool.pool.clone();
-        let variable_selectors = levels(variable_selectors)?;
-        let planes = py.detach(|| Planes::open(Kind::Compact, path, variable_selectors, pool)).map_err(runtime)?;
-        Ok(Self { planes })
+        let selectors = levels(variable_selectors)?;
+        Ok(Self { planes: Planes::open_from_python(py, Kind::Compact, path, selectors, read_pool)? })
     }
 
     /// `(time, y, x)` of the opened arrays.
     #[getter]
     fn shape(&self) -> (u64, u64, u64) {
-        let [t, y, x] = self.planes.shape;
-        (t, y, x)
+        self.planes.shape_tuple()
     }
 
     /// Reads the selected channels at time `indexes` into `target`,
@@ -415,6 +430,6 @@ impl CompactOm4Reader {
     }
 
     fn __repr__(&self) -> String {
-        format!("CompactOm4Reader({:?}, {:?})", self.planes.path.display().to_string(), self.planes.opened)
+        self.planes.repr("CompactOm4Reader")
     }
 }
