@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 eval "$(scripts/s3-server.sh)"
 # The debug build: Burn's kernels and the model run optimized in it too (Cargo.toml's dev profile),
 # so an epoch of the demo takes about 27 s, and CI builds no release binary for this check.
-cargo build --locked --features s3 --example train_samudra
+cargo build --locked --workspace --features om4/s3 --example train_samudra   # --workspace: Burn's features as in the workspace's own build
 bin=target/debug/examples/train_samudra
 dir=target/s3-train-check
 rm -rf "$dir"; mkdir -p "$dir"
