@@ -16,7 +16,8 @@ inside its wheel; install om4's with ``scripts/python-check.sh --release``.
 With ``--om4-cli target/release/om4`` each round also runs ``om4 bench read`` (Rust, no Python)
 on the same windows, channels and threads (one timed pass after its own warm-up pass; its
 ``gb_per_s_median``): the binding's cost. That command reads one window per read, so compare it
-with ``--windows 1``.
+with ``--windows 1``. With ``--xarray``, xarray (``open_zarr(chunks=None)``) reads the same planes
+too, as a third column.
 """
 
 import argparse
@@ -66,6 +67,26 @@ def reader(module, kind, store, channels, threads):
     return module.CompactOm4Reader(str(store), channels, pool)
 
 
+class XarrayReader:
+    """xarray's own read of the same planes (``open_zarr(chunks=None)``: lazy NumPy-backed
+    arrays, no dask), copied into the target as the others write theirs: the third column."""
+
+    def __init__(self, store, kind, channels):
+        import xarray as xr
+
+        self.ds = xr.open_zarr(store, chunks=None, consolidated=None, decode_times=False, mask_and_scale=False)
+        self.kind = kind
+
+    def read_into(self, indexes, channels, out):
+        for c, channel in enumerate(channels):
+            if self.kind == "flat":
+                values = self.ds[channel].isel(time=indexes)
+            else:
+                name, level = channel
+                values = self.ds[name].isel(time=indexes) if level is None else self.ds[name].isel(time=indexes, lev=level)
+            out[:, c] = values.transpose("time", ...).values
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stores", nargs="+", type=Path)
@@ -75,6 +96,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6, help="consecutive time steps per window")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--xarray", action="store_true", help="also time xarray's read of the same planes")
     ap.add_argument("--om4-cli", type=Path, help="also time `om4 bench read` on the same windows")
     args = ap.parse_args()
     upstream = load_upstream(args.upstream_so)
@@ -83,6 +105,8 @@ def main():
     for store in args.stores:
         kind, channels = channels_of(store)
         readers = {name: reader(m, kind, store, channels, args.threads) for name, m in [("upstream", upstream), ("om4", om4)]}
+        if args.xarray:
+            readers["xarray"] = XarrayReader(store, kind, channels)
         t, y, x = readers["om4"].shape
         assert readers["upstream"].shape == (t, y, x)
         out = {name: np.empty((args.windows * args.steps, len(channels), y, x), np.float32) for name in readers}
@@ -92,7 +116,7 @@ def main():
         for r in range(args.rounds + 1):  # round 0: warm-up and the equality check
             starts = rng.integers(0, t - args.steps + 1, args.windows)
             indexes = [int(s) + k for s in starts for k in range(args.steps)]
-            order = list(readers) if r % 2 else list(readers)[::-1]
+            order = list(readers)[r % len(readers):] + list(readers)[:r % len(readers)]  # rotating
             for name in order:
                 t0 = time.perf_counter()
                 readers[name].read_into(indexes, channels, out[name])
@@ -104,8 +128,9 @@ def main():
                        "--steps", str(args.steps), "--repeats", "1", "--threads", str(args.threads),
                        "--channels", ",".join(names), "--json"]
                 cli_rates.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["gb_per_s_median"])
-            if r == 0 and not np.array_equal(out["om4"], out["upstream"], equal_nan=True):
-                raise SystemExit(f"{store}: om4's planes differ from upstream's")
+            for other in (n for n in out if n != "om4"):
+                if r == 0 and not np.array_equal(out["om4"], out[other], equal_nan=True):
+                    raise SystemExit(f"{store}: om4's planes differ from {other}'s")
         nbytes = out["om4"].nbytes
         label = f"{store.parent.name}/{store.name}"[-24:]
         medians = {}
