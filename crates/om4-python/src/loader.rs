@@ -127,6 +127,9 @@ impl Loader {
             None => return Err(runtime(format!("rank {rank} needs world_size"))),
             Some(world_size) => Some(Ddp { world_size, rank }),
         };
+        if prefetch > LoaderConfig::MAX_PREFETCH {
+            return Err(runtime(format!("prefetch {prefetch}: at most {} batches", LoaderConfig::MAX_PREFETCH)));
+        }
         // Samudra validates one step ahead, whatever the training rollout.
         let steps = if validation { 1 } else { steps };
         let loading = LoaderConfig {

@@ -157,6 +157,10 @@ def test_a_failing_read_is_an_error_at_its_batch(tmp_path):
         (dict(rank=1), "world_size"),
         (dict(batch_size=0), "batch"),
         (dict(prognostic=["nope_0"]), "nope_0"),
+        (dict(rank=3, world_size=2), "rank 3 is outside a world of 2"),
+        (dict(steps=0), "steps"),
+        (dict(prefetch=1000), "at most 64"),
+        (dict(max_concurrent_reads=0), "0 threads"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs, match):
