@@ -198,10 +198,12 @@ impl Planes {
             }
             opened.push(name);
         }
-        // om4's own validation of every channel (packing, fill values, chunk layout, the grid).
-        store.channels(&opened).map_err(|e| format!("opening {} in {}: {e}", kind.what(), path.display()))?;
+        // om4's own validation of every channel (packing, fill values, chunk layout, the grid);
+        // the set it resolves is the first one reads use.
+        let all = store.channels(&opened).map_err(|e| format!("opening {} in {}: {e}", kind.what(), path.display()))?;
         let shape = common.map(|(_, s)| s).ok_or("at least one variable is required")?;
-        Ok(Self { kind, path, store, pool, opened, shape, sets: Mutex::new(HashMap::new()) })
+        let sets = Mutex::new(HashMap::from([(opened.clone(), Arc::new(all))]));
+        Ok(Self { kind, path, store, pool, opened, shape, sets })
     }
 
     /// [`open`](Self::open) from a Python constructor: the path argument converted, the GIL
@@ -228,18 +230,18 @@ impl Planes {
     }
 
     /// The resolved channel set for `names`, built once per distinct list.
-    fn set(&self, names: Vec<String>) -> Result<Arc<ChannelSet>, String> {
+    fn set(&self, names: &[String]) -> Result<Arc<ChannelSet>, String> {
         let mut sets = self.sets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(set) = sets.get(&names) {
+        if let Some(set) = sets.get(names) {
             return Ok(Arc::clone(set));
         }
         let set = Arc::new(
-            self.store.channels(&names).map_err(|e| format!("resolving channels in {}: {e}", self.path.display()))?,
+            self.store.channels(names).map_err(|e| format!("resolving channels in {}: {e}", self.path.display()))?,
         );
         if sets.len() >= CACHED_SETS {
             sets.clear();
         }
-        sets.insert(names, Arc::clone(&set));
+        sets.insert(names.to_vec(), Arc::clone(&set));
         Ok(set)
     }
 
@@ -262,7 +264,7 @@ impl Planes {
         &self,
         py: Python<'_>,
         indexes: Vec<i64>,
-        names: Vec<String>,
+        names: &[String],
         shown: &dyn Fn(usize) -> String,
         target: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
@@ -372,8 +374,7 @@ impl FlatOm4Reader {
         variables: Vec<String>,
         target: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let shown: Vec<String> = variables.iter().map(|v| format!("{v:?}")).collect();
-        self.planes.read_into(py, indexes, variables, &|i| shown[i].clone(), target)
+        self.planes.read_into(py, indexes, &variables, &|i| format!("{:?}", variables[i]), target)
     }
 
     fn __repr__(&self) -> String {
@@ -418,7 +419,7 @@ impl CompactOm4Reader {
         target: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let variable_selectors = levels(variable_selectors)?;
-        let names = variable_selectors.iter().map(|(v, l)| channel_name(v, *l)).collect();
+        let names: Vec<String> = variable_selectors.iter().map(|(v, l)| channel_name(v, *l)).collect();
         let shown = |i: usize| {
             let (v, l) = &variable_selectors[i];
             match l {
@@ -426,7 +427,7 @@ impl CompactOm4Reader {
                 None => format!("({v:?}, None)"),
             }
         };
-        self.planes.read_into(py, indexes, names, &shown, target)
+        self.planes.read_into(py, indexes, &names, &shown, target)
     }
 
     fn __repr__(&self) -> String {
