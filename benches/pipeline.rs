@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use burn::tensor::Device;
 use criterion::{Criterion, criterion_group, criterion_main};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, EpochSummary, LoaderConfig, Om4Source, PrepareOn, SourceConfig, loader};
-use om4_store::{ReadPool, SynthCodec, SynthConfig, synthesize};
+use om4_burn::{BatchSource, EpochSummary, LoaderConfig, PrepareOn, loader};
+use om4_store::{Om4Source, ReadPool, SourceConfig, SynthCodec, SynthConfig, synthesize};
 
 fn pipeline(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -21,11 +21,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use clap::Parser;
-use om4_burn::{Om4Source, SourceConfig};
 use om4_mpi::MpiCollective;
 use om4_pipeline::{Collective, ReduceOp};
 use om4_samudra::{DataParallel, Trainer, flatten_parameters};
 use om4_store::ReadPool;
+use om4_store::{Om4Source, SourceConfig};
 use om4_testkit::ddp::{config, model};
 
 #[derive(Parser, Debug)]

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, LoaderConfig, Om4Source, PrepareOn, SourceConfig, loader};
-use om4_store::{ReadPool, SynthConfig, synthesize};
+use om4_burn::{BatchSource, LoaderConfig, PrepareOn, loader};
+use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 
 #[path = "common/demo.rs"]
 mod demo;

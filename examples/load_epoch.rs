@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use burn::tensor::Device;
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, EpochSummary, LoaderConfig, Om4Source, PrepareOn, SourceConfig, loader};
-use om4_store::ReadPool;
+use om4_burn::{BatchSource, EpochSummary, LoaderConfig, PrepareOn, loader};
+use om4_store::{Om4Source, ReadPool, SourceConfig};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -21,8 +21,9 @@ use burn::tensor::Device;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use om4_batch::Roles;
-use om4_pipeline::{BatchSource, Om4Source, SourceConfig};
+use om4_pipeline::BatchSource;
 use om4_samudra::{SamudraConfig, load_upstream, rollout};
+use om4_store::{Om4Source, SourceConfig};
 use om4_store::{PlaneWriter, ReadPool, TimeCoordinate};
 
 #[path = "common/demo.rs"]

@@ -15,8 +15,8 @@ use candle_nn::{AdamW, Conv2d, Conv2dConfig, Optimizer, ParamsAdamW, VarBuilder,
 use clap::Parser;
 use om4_batch::{Roles, SampleSpace, Schedule, WindowSpec};
 use om4_candle::{label_mask, loader};
-use om4_pipeline::{BatchSource, EpochSummary, LoaderConfig, Om4Source, SourceConfig};
-use om4_store::ReadPool;
+use om4_pipeline::{BatchSource, EpochSummary, LoaderConfig};
+use om4_store::{Om4Source, ReadPool, SourceConfig};
 
 #[path = "common/demo.rs"]
 mod demo;

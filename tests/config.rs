@@ -1,8 +1,9 @@
 //! Run configurations parse whole, in om4's flat form (configs/om4.toml) and in Samudra's own
 //! `sources` form (as its configs/data/om4_demo.yaml), and open the store once into both splits.
 
-use om4_pipeline::{DataConfig, LoaderConfig, LoaderKind, PrepareOn};
+use om4_pipeline::{LoaderConfig, LoaderKind, PrepareOn};
 use om4_samudra::{RunConfig, SamudraConfig, Steps, TrainConfig};
+use om4_store::DataConfig;
 use om4_store::{DateRange, StoreLocation, SynthConfig, synthesize};
 
 fn range(text: &str) -> DateRange {

@@ -203,9 +203,12 @@ fn the_s3_store_source_conforms() {
     // The conformance suite every data source passes, on an Om4Source over S3, with the truth read
     // plane by plane from the local copy (flat v2 consolidated and compact v3 sharded).
     use om4_batch::{SampleSpace, Schedule, WindowSpec};
-    use om4_pipeline::conformance::{Intercept, check_source, epoch_bits, naive_store_truth};
-    use om4_pipeline::{BatchSource, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
-    use om4_store::{ReadPool, S3Location, StoreLocation, SynthConfig, SynthLayout, ZarrFormat};
+    use om4_pipeline::conformance::{Intercept, check_source, epoch_bits};
+    use om4_pipeline::{BatchSource, Loader, LoaderConfig, PrepareOn};
+    use om4_store::{
+        Om4Source, ReadPool, S3Location, SourceConfig, StoreLocation, SynthConfig, SynthLayout, ZarrFormat,
+    };
+    use om4_testkit::naive_store_truth;
 
     let Some(endpoint) = endpoint("conformance") else { return };
     for (layout, format, shard) in

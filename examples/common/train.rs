@@ -281,7 +281,7 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         // The planes of both splits, spread over the ranks' memory (DDStore); collective.
         let world = mpi::topology::SimpleCommunicator::world();
         let options = om4_mpi::ShardOptions { width: args.shard_width, ..Default::default() };
-        let split = |selection: &om4_burn::Om4Source| -> Result<_, Box<dyn std::error::Error>> {
+        let split = |selection: &om4_store::Om4Source| -> Result<_, Box<dyn std::error::Error>> {
             Ok(std::sync::Arc::new(om4_mpi::ShardedSource::new(&world, selection, &options)?))
         };
         let (train_src, val_src) = (split(&splits.train)?, split(&splits.val)?);

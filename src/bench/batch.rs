@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
-use om4_store::ReadPool;
+use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, PrepareOn};
+use om4_store::{Om4Source, ReadPool, SourceConfig};
 use serde_json::json;
 
 use super::{median, peak_rss_bytes};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
-use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
-use om4_store::ReadPool;
+use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, PrepareOn};
+use om4_store::{Om4Source, ReadPool, SourceConfig};
 use serde_json::json;
 
 use crate::npy;

@@ -53,6 +53,14 @@ pub enum Error {
         /// Values found.
         found: usize,
     },
+    /// The read pool cannot be built.
+    #[error("cannot build a read pool of {threads} threads: {reason}")]
+    Pool {
+        /// Threads asked for.
+        threads: usize,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// `Result` with om4-batch's [`Error`].

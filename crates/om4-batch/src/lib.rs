@@ -10,6 +10,7 @@
 //!   rows each `(sample, step, role, state)` gathers.
 //! - [`Normalization`], [`gather`]: normalization and land masking once per plane, then the model layout;
 //!   [`reference_batch`] is the naive path the fast one must equal bit for bit.
+//! - [`ReadPool`]: the bounded thread pool every read and host preparation of a process shares.
 //!
 //! ```
 //! use om4_batch::{BatchPlan, Roles, SampleSpace, Schedule, WindowSpec};
@@ -37,6 +38,7 @@ mod error;
 mod gather;
 mod normalize;
 mod plan;
+mod pool;
 pub mod rng;
 mod schedule;
 mod space;
@@ -49,6 +51,7 @@ pub use gather::{
 };
 pub use normalize::{Grid, LandMask, NormOrder, Normalization, Precision, nan_to_num, prepare_value};
 pub use plan::{BatchPlan, PlaneCount, ReadGroup, Role, RoleRows, Roles};
+pub use pool::ReadPool;
 pub use schedule::{Ddp, Order, Schedule, Tail};
 pub use space::{Sample, SampleSpace};
 pub use window::{WindowConfig, WindowSpec};

@@ -15,8 +15,8 @@
 //! use std::sync::Arc;
 //! use burn::tensor::Device;
 //! use om4_batch::{SampleSpace, Schedule, WindowSpec};
-//! use om4_burn::{BatchSource, LoaderConfig, Om4Source, SourceConfig, loader};
-//! use om4_store::{ReadPool, SynthConfig, synthesize};
+//! use om4_burn::{BatchSource, LoaderConfig, loader};
+//! use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 //!
 //! # let dir = tempfile::tempdir()?;
 //! let cfg = SynthConfig { ny: 8, nx: 16, times: 12, levels: 2, ..SynthConfig::default() };
@@ -57,6 +57,5 @@ pub use loader::{EpochIter, LoadedBatch, Loader, OnDevice, loader};
 
 // The pipeline's vocabulary, so that a Burn user needs one import path.
 pub use om4_pipeline::{
-    BatchSource, BatchTelemetry, BufferPool, EpochSummary, LoaderConfig, MemorySource, Om4Source, Percentiles,
-    PrepareOn, SourceConfig,
+    BatchSource, BatchTelemetry, BufferPool, EpochSummary, LoaderConfig, MemorySource, Percentiles, PrepareOn,
 };

@@ -10,9 +10,10 @@ use burn::data::dataset::Dataset;
 use burn::tensor::Device;
 use common::{Fixture, bits, faulty, fixture, source, tensor_values};
 use om4_batch::{Normalization, SampleSpace, Schedule, WindowSpec, reference_batch};
-use om4_burn::{BatchSource, LoaderConfig, Om4Batcher, Om4Dataset, Om4Source, PrepareOn, loader};
+use om4_burn::{BatchSource, LoaderConfig, Om4Batcher, Om4Dataset, PrepareOn, loader};
 use om4_pipeline::Error;
 use om4_pipeline::conformance::Intercept;
+use om4_store::Om4Source;
 use om4_store::{Om4Store, ReadPool, Selection};
 
 /// The naive host path for a batch, reading every plane on its own from the store.

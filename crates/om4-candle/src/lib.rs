@@ -12,8 +12,8 @@
 //! use candle_core::Device;
 //! use om4_batch::{SampleSpace, Schedule, WindowSpec};
 //! use om4_candle::loader;
-//! use om4_pipeline::{BatchSource, LoaderConfig, Om4Source, SourceConfig};
-//! use om4_store::{ReadPool, SynthConfig, synthesize};
+//! use om4_pipeline::{BatchSource, LoaderConfig};
+//! use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 //!
 //! # let dir = tempfile::tempdir()?;
 //! let cfg = SynthConfig { ny: 8, nx: 16, times: 12, levels: 2, ..SynthConfig::default() };

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use candle_core::{Device, Tensor};
 use om4_batch::{Normalization, SampleSpace, Schedule, WindowSpec, reference_batch};
 use om4_candle::{Error, loader, to_model_batch};
-use om4_pipeline::{BatchSource, HostBatch, LoaderConfig, MemorySource, Om4Source, PrepareOn, SourceConfig};
-use om4_store::{ReadPool, SynthConfig, synthesize};
+use om4_pipeline::{BatchSource, HostBatch, LoaderConfig, MemorySource, PrepareOn};
+use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 
 fn bits(t: &Tensor) -> Vec<u32> {
     om4_testkit::bits(&t.flatten_all().unwrap().to_vec1::<f32>().unwrap())

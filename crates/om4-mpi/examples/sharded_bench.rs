@@ -22,8 +22,8 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use om4_batch::{Ddp, ReadGroup, SampleSpace, Schedule, WindowSpec};
 use om4_mpi::{ShardOptions, ShardedSource, get_probe};
-use om4_pipeline::{BatchSource, Loader, LoaderConfig, Om4Source, SourceConfig};
-use om4_store::{ReadPool, SynthConfig, synthesize};
+use om4_pipeline::{BatchSource, Loader, LoaderConfig};
+use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 
 type Outcome<T> = Result<T, Box<dyn std::error::Error>>;
 

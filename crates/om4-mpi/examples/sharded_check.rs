@@ -26,8 +26,8 @@ use mpi::traits::*;
 use om4_batch::{Ddp, SampleSpace, Schedule, WindowSpec};
 use om4_mpi::{Error, ShardOptions, ShardedSource};
 use om4_pipeline::conformance::{Intercept, check_source};
-use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, MemorySource, Om4Source, SourceConfig};
-use om4_store::{ReadPool, SynthConfig, synthesize};
+use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, MemorySource};
+use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 
 type Outcome<T> = Result<T, String>;
 

@@ -1,7 +1,7 @@
 //! om4 over MPI: a DDStore-style plane store sharded over the memory of MPI ranks.
 //!
 //! `ShardedSource` (feature `mpi`) is built collectively from any
-//! [`om4_pipeline::BatchSource`] (an [`om4_pipeline::Om4Source`] over a Zarr store, say): each
+//! [`om4_pipeline::BatchSource`] (om4-store's `Om4Source` over a Zarr store, say): each
 //! rank reads only its share of the planes (every channel of every variable set at a contiguous
 //! block of time positions, [`ShardLayout`]) into an MPI-3 window, and from then on it is a
 //! `BatchSource` that serves every plane, fetching other ranks' blocks with one-sided `MPI_Get`s.
@@ -14,8 +14,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use om4_mpi::{ShardOptions, ShardedSource};
-//! use om4_pipeline::{Om4Source, SourceConfig};
-//! use om4_store::ReadPool;
+//! use om4_store::{Om4Source, ReadPool, SourceConfig};
 //!
 //! let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Multiple).ok_or("MPI init failed")?;
 //! let world = universe.world();

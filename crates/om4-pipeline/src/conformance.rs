@@ -3,7 +3,8 @@
 //! source and the planes it should serve, and get one verdict for everything the loader relies on.
 //!
 //! What it checks, against `truth` (a [`MemorySource`] holding the planes the source should
-//! serve, read by whatever naive path the source's test trusts):
+//! serve, read by whatever naive path the source's test trusts; for a store, the test kit's
+//! `naive_store_truth` reads them one plane at a time):
 //! 1. the description matches: grid, time positions, channels, roles and normalizations (bits);
 //! 2. grouped reads of scattered time positions equal the truth bit for bit;
 //! 3. the loader's batches (prefetch 0, 2 and 3, one or two reads in flight) come in schedule
@@ -20,42 +21,9 @@ use om4_batch::{BatchPlan, ReadGroup, SampleSpace, Schedule, WindowSpec, referen
 use crate::loader::{HostBatch, Loader, LoaderConfig, PrepareOn};
 use crate::memory::MemorySource;
 use crate::source::BatchSource;
-use crate::store_source::{Om4Source, SourceConfig};
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
-}
-
-/// The planes a store-backed `source` should serve, read one plane at a time from the store
-/// `config` names (the naive path), as the truth for [`check_source`]. `config` may name another
-/// copy of the source's store (a local copy of a remote one): then the suite also holds the two
-/// copies to the same bits.
-///
-/// # Errors
-/// A store, channel or read error, said in words.
-pub fn naive_store_truth(source: &Om4Source, config: &SourceConfig) -> Result<MemorySource, String> {
-    let store = om4_store::Om4Store::open_location(&config.data).map_err(|e| e.to_string())?;
-    let pool = om4_store::ReadPool::new(1).map_err(|e| e.to_string())?;
-    let selection = source.selection().clone();
-    let mut names = vec![config.prognostic.clone()];
-    if !config.boundary.is_empty() {
-        names.push(config.boundary.clone());
-    }
-    let grid = source.grid();
-    let mut sets = Vec::with_capacity(names.len());
-    for (names, norm) in names.iter().zip(source.normalizations()) {
-        let mut planes = Vec::with_capacity(source.time_len() * names.len() * grid.plane());
-        for t in 0..source.time_len() {
-            for name in names {
-                let one = store.channels(std::slice::from_ref(name)).map_err(|e| e.to_string())?;
-                let mut plane = vec![0.0; grid.plane()];
-                store.reader(&pool, &one, &selection).read(&[t], &mut plane).map_err(|e| e.to_string())?;
-                planes.extend(plane);
-            }
-        }
-        sets.push((planes, norm.clone()));
-    }
-    MemorySource::new(grid, source.time_len(), source.roles(), sets).map_err(|e| e.to_string())
 }
 
 /// Runs the whole suite on `source`.
@@ -326,7 +294,7 @@ impl<S: BatchSource> BatchSource for Intercept<S> {
     fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> crate::Result<()> {
         (self.read)(&self.inner, group, out)
     }
-    fn read_pool(&self) -> Option<&om4_store::ReadPool> {
+    fn read_pool(&self) -> Option<&om4_batch::ReadPool> {
         self.inner.read_pool()
     }
     fn batch_reads_in_flight(&self) -> usize {

@@ -4,9 +4,9 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Opening, validating or reading a store failed.
+    /// The data source failed (a store's error, say: om4-store converts its own into this).
     #[error(transparent)]
-    Store(#[from] om4_store::Error),
+    Source(crate::BoxError),
     /// Planning failed (bad window, schedule or buffer).
     #[error(transparent)]
     Plan(#[from] om4_batch::Error),

@@ -1,9 +1,11 @@
 //! om4's framework-free batch pipeline: from a data source to model batches in host memory,
-//! read ahead of the model. It names no ML framework; the Burn and candle adapters (`om4-burn`,
-//! `om4-candle`) only turn its host batches into their tensors.
+//! read ahead of the model. It names no ML framework and no storage: the Burn and candle adapters
+//! (`om4-burn`, `om4-candle`) only turn its host batches into their tensors, and the sources
+//! that read stores live beside them (om4-store's `Om4Source`), so that an adapter or the MPI
+//! crate builds without a Zarr codec.
 //!
-//! - [`BatchSource`]: where planes come from. [`Om4Source`] reads a validated split of an OM4
-//!   Zarr store ([`SourceConfig`]); [`MemorySource`] holds planes in memory. **A new data source
+//! - [`BatchSource`]: where planes come from. om4-store's `Om4Source` reads a validated split of
+//!   an OM4 Zarr store; [`MemorySource`] holds planes in memory. **A new data source
 //!   goes here**: implement [`BatchSource`] and add it to the conformance suite
 //!   (`tests/conformance.rs`), which checks that it gives the naive path's bits, reports errors
 //!   with context and never panics.
@@ -21,8 +23,8 @@
 //! ```
 //! use std::sync::Arc;
 //! use om4_batch::{SampleSpace, Schedule, WindowSpec};
-//! use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, Om4Source, SourceConfig};
-//! use om4_store::{ReadPool, SynthConfig, synthesize};
+//! use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig};
+//! use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 //!
 //! # let dir = tempfile::tempdir()?;
 //! let cfg = SynthConfig { ny: 8, nx: 16, times: 12, levels: 2, ..SynthConfig::default() };
@@ -51,7 +53,6 @@ mod buffers;
 mod collective;
 #[cfg(feature = "conformance")]
 pub mod conformance;
-mod data_config;
 mod error;
 mod loader;
 mod memory;
@@ -59,16 +60,13 @@ mod memory;
 mod pinned;
 mod prepare;
 mod source;
-mod store_source;
 mod telemetry;
 
 pub use buffers::{BufferPool, PooledBuf};
 pub use collective::{Collective, ReduceOp, SingleProcess, ThreadGroup, ThreadRank};
-pub use data_config::{DataConfig, DataSource, DataSplits};
 pub use error::{Error, Result};
 pub use loader::{BoxError, Epoch, Finish, Host, HostBatch, Loaded, Loader, LoaderConfig, LoaderKind, PrepareOn};
 pub use memory::MemorySource;
 pub use prepare::{PreparedBatch, PreparedStep, prepare_on_host};
 pub use source::{BatchSource, read_groups};
-pub use store_source::{Om4Source, SourceConfig};
 pub use telemetry::{BatchTelemetry, EpochSummary, Percentiles};

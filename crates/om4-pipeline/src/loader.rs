@@ -95,7 +95,7 @@ pub enum PrepareOn {
 
 /// The error type a [`Finish`] returns; the loader reports it as [`Error::Adapter`] with the
 /// batch's number (an [`Error`] passes through unchanged).
-pub use om4_store::BoxError;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A framework's last stage: what each host batch becomes (tensors on a device, say), on the
 /// loader's second stage. The Burn and candle adapters implement it; [`Host`] keeps host batches.
@@ -472,7 +472,7 @@ struct Stage<T> {
     finish: FinishFn<T>,
     on_host: Option<Arc<Vec<Normalization>>>,
     grid: Grid,
-    pool: Option<om4_store::ReadPool>,
+    pool: Option<om4_batch::ReadPool>,
     outputs: BufferPool,
 }
 

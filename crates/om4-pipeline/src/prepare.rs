@@ -1,8 +1,7 @@
 //! Host preparation: each unique plane normalized and masked once, then gathered into the model
 //! layout, on the source's read pool, into pooled buffers that adapters hand to their tensors.
 
-use om4_batch::{BatchPlan, Grid, Normalization};
-use om4_store::ReadPool;
+use om4_batch::{BatchPlan, Grid, Normalization, ReadPool};
 
 use crate::buffers::{BufferPool, PooledBuf};
 use crate::error::Result;

@@ -1,7 +1,6 @@
 //! What the loader reads from: the [`BatchSource`] trait every data source implements.
 
-use om4_batch::{BatchPlan, Grid, Normalization, ReadGroup, Roles};
-use om4_store::ReadPool;
+use om4_batch::{BatchPlan, Grid, Normalization, ReadGroup, ReadPool, Roles};
 
 use crate::error::{Error, Result};
 
@@ -11,8 +10,8 @@ use crate::error::{Error, Result};
 /// A new data source (another storage, a cache, planes spread over processes) implements this
 /// trait and passes the conformance suite in `crates/om4-pipeline/tests/conformance.rs`; the
 /// loader, plane dedup, preparation and every framework adapter then work with it unchanged.
-/// [`Om4Source`](crate::Om4Source) reads an OM4 Zarr store; [`MemorySource`](crate::MemorySource)
-/// holds planes in memory.
+/// om4-store's `Om4Source` reads an OM4 Zarr store; [`MemorySource`](crate::MemorySource) holds
+/// planes in memory; om4-mpi's `ShardedSource` spreads them over the ranks of an MPI job.
 pub trait BatchSource: Send + Sync + 'static {
     /// Plane size.
     fn grid(&self) -> Grid;

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use om4_batch::{Grid, Normalization, ReadGroup, Roles};
 use om4_pipeline::conformance::check_source;
-use om4_pipeline::{BatchSource, MemorySource, Om4Source, SourceConfig};
-use om4_store::{ReadPool, SynthConfig, SynthLayout, synthesize};
+use om4_pipeline::{BatchSource, MemorySource};
+use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, SynthLayout, synthesize};
 
 fn naive_truth(source: &Om4Source, config: &SourceConfig) -> MemorySource {
-    om4_pipeline::conformance::naive_store_truth(source, config).unwrap()
+    om4_testkit::naive_store_truth(source, config).unwrap()
 }
 
 fn store_source(layout: SynthLayout, normalize_before_mask: bool) -> (tempfile::TempDir, SourceConfig, Om4Source) {

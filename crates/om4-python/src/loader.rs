@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use numpy::{PyArrayMethods, ToPyArray};
 use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
-use om4_pipeline::{BatchSource, Epoch, HostBatch, Loaded, LoaderConfig, Om4Source, PrepareOn, SourceConfig};
-use om4_store::{DateRange, ReadPool, StoreLocation};
+use om4_pipeline::{BatchSource, Epoch, HostBatch, Loaded, LoaderConfig, PrepareOn};
+use om4_store::{DateRange, Om4Source, ReadPool, SourceConfig, StoreLocation};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 

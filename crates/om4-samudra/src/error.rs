@@ -76,6 +76,6 @@ impl From<om4_pipeline::Error> for Error {
 
 impl From<om4_store::Error> for Error {
     fn from(e: om4_store::Error) -> Self {
-        Self::Data(om4_pipeline::Error::Store(e).into())
+        Self::Data(om4_pipeline::Error::from(e).into())
     }
 }

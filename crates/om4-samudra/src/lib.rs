@@ -3,7 +3,7 @@
 //! - [`SamudraConfig`] and [`Samudra`]: the dilated ConvNeXt U-Net (`v1`, `v2`, `v2_highres`, `tiny`).
 //! - [`RunConfig`]: a training run's configuration file in Samudra's words (`experiment`, `data`,
 //!   `train`, `model`), turned into [`TrainConfig`], [`SamudraConfig`] and the data's splits
-//!   (`om4_pipeline::DataConfig::open`, which opens the store once).
+//!   (`om4_store::DataConfig::open`, which opens the store once).
 //! - [`Trainer`]: rollout training from any `om4_pipeline::BatchSource` (an OM4 store by default) with masked per-channel MSE, Adam, cosine schedule, gradient
 //!   clipping and accumulation, a stop on a non-finite loss or gradient norm, dynamic loss weights,
 //!   EMA weights for validation, checkpoints. Its step's parts are public ([`LossTargets`],

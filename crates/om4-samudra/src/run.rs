@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use om4_pipeline::DataConfig;
+use om4_store::DataConfig;
 use serde::Deserialize;
 
 use crate::config::TrainConfig;

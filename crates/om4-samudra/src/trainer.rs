@@ -9,7 +9,8 @@ use burn::optim::{GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_batch::{Roles, SampleSpace, WindowSpec};
 use om4_burn::{Loader, ModelBatch, loader};
-use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, Om4Source};
+use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary};
+use om4_store::Om4Source;
 
 use crate::checkpoint::{self, Progress, State};
 use crate::config::{EpochReport, TrainConfig};

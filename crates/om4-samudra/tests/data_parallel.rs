@@ -9,10 +9,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use om4_burn::{Om4Source, SourceConfig};
 use om4_pipeline::{Collective, ThreadGroup};
 use om4_samudra::{DataParallel, EpochReport, TrainConfig, Trainer, flatten_parameters};
 use om4_store::ReadPool;
+use om4_store::{Om4Source, SourceConfig};
 use om4_testkit::ddp::{config, model};
 
 const WORLD: usize = 2;

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_batch::{Normalization, Sample, WindowSpec, reference_batch};
-use om4_pipeline::{BatchSource, MemorySource, Om4Source, SourceConfig};
+use om4_pipeline::{BatchSource, MemorySource};
 use om4_samudra::{SamudraConfig, denormalize, rollout};
+use om4_store::{Om4Source, SourceConfig};
 use om4_store::{Om4Store, PlaneWriter, ReadPool, SynthConfig, TimeCoordinate, synthesize};
 
 #[test]

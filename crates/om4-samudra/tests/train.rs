@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
-use om4_burn::{BatchSource, LoaderConfig, Om4Source, SourceConfig, loader};
+use om4_burn::{BatchSource, LoaderConfig, loader};
 use om4_samudra::Masked;
 use om4_samudra::{Predictor, SamudraConfig, TrainConfig, Trainer, rollout_loss};
+use om4_store::{Om4Source, SourceConfig};
 use om4_store::{ReadPool, SynthConfig, synthesize};
 
 fn source(dir: &std::path::Path) -> Om4Source {

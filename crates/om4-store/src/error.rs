@@ -2,8 +2,7 @@
 
 use std::path::PathBuf;
 
-/// A boxed error from a dependency (zarrs, the file system), kept out of the public API.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) use om4_pipeline::BoxError;
 
 /// Everything that can go wrong opening, validating or reading a store. Each variant names the
 /// store and the array (or channel) it concerns.
@@ -105,14 +104,17 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
-    /// The thread pool could not be built.
-    #[error("cannot build a read pool of {threads} threads")]
-    Pool {
-        /// Requested threads.
-        threads: usize,
-        /// Cause.
-        #[source]
-        source: BoxError,
+    /// A read pool, window or normalization was refused by om4-batch.
+    #[error(transparent)]
+    Plan(#[from] om4_batch::Error),
+    /// A data configuration value is out of range ([`DataConfig`](crate::DataConfig),
+    /// [`SourceConfig`](crate::SourceConfig)).
+    #[error("invalid {field}: {reason}")]
+    Config {
+        /// The field, as spelled in the configuration.
+        field: &'static str,
+        /// Why.
+        reason: String,
     },
     /// Writing a synthetic store failed.
     #[error("writing {path}: {reason}")]
@@ -122,6 +124,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+}
+
+/// A store error where the pipeline's is expected (a [`BatchSource`](om4_pipeline::BatchSource)
+/// read, `?` in a function returning the pipeline's result): the store's error, boxed as the
+/// source's.
+impl From<Error> for om4_pipeline::Error {
+    fn from(e: Error) -> Self {
+        Self::Source(Box::new(e))
+    }
 }
 
 /// `Result` with om4-store's [`Error`].

@@ -12,6 +12,9 @@
 //!   `(positions, channels, y, x)` buffer from a shared [`ReadPool`].
 //! - [`Om4Store::masks`] and [`StatsStore`]: land masks and normalization statistics per channel;
 //!   [`compute_statistics`] and [`write_statistics`] make statistics stores for a store without.
+//! - [`Om4Source`]: a validated time split of a store as om4-pipeline's
+//!   [`BatchSource`](om4_pipeline::BatchSource), the loader's data source; [`DataConfig`], the `data`
+//!   section of a Samudra run in Samudra's words, opens the store once into both splits.
 //! - [`synthesize`]: OM4-like stores for tests, benchmarks and examples.
 //!
 //! An array whose metadata om4 cannot use does not stop the store from opening
@@ -56,19 +59,20 @@
 
 mod channel;
 mod channels;
+mod data_config;
 mod dates;
 mod direct;
 mod error;
 mod location;
 mod masks;
 mod meta;
-mod pool;
 mod read;
 #[cfg(feature = "bench-reference")]
 mod reference;
 #[cfg(feature = "s3")]
 mod remote;
 mod samudra;
+mod source;
 mod stats;
 mod store;
 mod store_writer;
@@ -78,15 +82,18 @@ mod write;
 mod zarr;
 
 pub use channels::{Channel, ChannelSet};
+pub use data_config::{DataConfig, DataSource, DataSplits};
 pub use dates::{DateRange, JulianDate};
-pub use error::{BoxError, Error, Result};
+pub use error::{Error, Result};
 pub use location::{HttpLocation, RequestCounts, RequestOptions, S3Location, StoreLocation};
 pub use meta::{ArrayInfo, Fill, ZarrFormat};
-pub use pool::ReadPool;
+/// The read pool lives in om4-batch, below both the store and the pipeline that share it.
+pub use om4_batch::ReadPool;
 pub use read::Reader;
 #[cfg(feature = "bench-reference")]
 pub use reference::ReadDecodeTimes;
 pub use samudra::{DEPTH_VARS, DZ, LEV, SURFACE_VARS, channel_names};
+pub use source::{Om4Source, SourceConfig};
 pub use stats::{ChannelStats, StatsStore, compute_statistics, write_statistics};
 pub use store::{Layout, Om4Store, Selection};
 pub use synth::{SynthCodec, SynthConfig, SynthLayout, SynthPaths, synthesize};

@@ -7,9 +7,9 @@ use rayon::prelude::*;
 
 use crate::channels::{ChannelSet, OpenArray, RunSpec};
 use crate::error::{BoxError, Error, Result};
-use crate::pool::ReadPool;
 use crate::store::{Om4Store, Selection};
 use crate::zarr::{self, Axes};
+use om4_batch::ReadPool;
 
 /// Waves of a remote read whose requests are in flight while one decodes.
 #[cfg(feature = "s3")]

@@ -6,9 +6,9 @@ use rayon::prelude::*;
 use crate::channels::{ChannelSet, RunSpec};
 use crate::direct::DirectArray;
 use crate::error::{Error, Result};
-use crate::pool::ReadPool;
 use crate::read::carve;
 use crate::store::{Om4Store, Selection};
+use om4_batch::ReadPool;
 
 /// What [`Om4Store::read_decode_reference`] measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

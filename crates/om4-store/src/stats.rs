@@ -11,10 +11,10 @@ use crate::channels::{Channel, ChannelSet};
 use crate::error::{Error, Result};
 use crate::location::StoreLocation;
 use crate::meta::ZarrFormat;
-use crate::pool::ReadPool;
 use crate::store::{Om4Store, Selection};
 use crate::store_writer::{StatEntry, WriteOptions, write_stat_store};
 use crate::synth::{SynthCodec, SynthPaths};
+use om4_batch::ReadPool;
 
 /// One channel's statistics.
 #[derive(Debug, Clone, Copy, PartialEq)]

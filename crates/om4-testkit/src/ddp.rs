@@ -9,8 +9,9 @@
 
 use std::path::Path;
 
-use om4_pipeline::{LoaderConfig, SourceConfig};
+use om4_pipeline::LoaderConfig;
 use om4_samudra::{NormKind, SamudraConfig, TrainConfig};
+use om4_store::SourceConfig;
 use om4_store::{SynthConfig, synthesize};
 
 /// The store: 16 × 32, 24 five-day steps, 2 levels, written under `dir`.

@@ -1,11 +1,16 @@
-//! Helpers om4's tests and examples share: float bits, `.npy` files, GPU presence, and the
-//! data-parallel reference case. A dev-dependency only (`publish = false`).
+//! Helpers om4's tests and examples share: float bits, `.npy` files, GPU presence, a store
+//! source's naive truth (feature `store`) and the data-parallel reference case (feature `ddp`).
+//! A dev-dependency only (`publish = false`).
 
 use std::fmt::Display;
 use std::path::Path;
 
 #[cfg(feature = "ddp")]
 pub mod ddp;
+#[cfg(feature = "store")]
+mod store;
+#[cfg(feature = "store")]
+pub use store::naive_store_truth;
 
 /// Each value's bits: what "bit for bit" compares.
 pub fn bits(values: &[f32]) -> Vec<u32> {

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use om4_burn::{BatchSource, Om4Source, SourceConfig};
+use om4_burn::BatchSource;
 use om4_pipeline::Error;
 use om4_pipeline::conformance::Intercept;
+use om4_store::{Om4Source, SourceConfig};
 use om4_store::{ReadPool, SynthConfig, synthesize};
 
 pub struct Fixture {

@@ -1,23 +1,23 @@
-//! The OM4 Zarr store as a [`BatchSource`]: a validated time split, its channels, statistics
-//! and masks, read concurrently on a shared [`ReadPool`].
+//! The OM4 Zarr store as om4-pipeline's [`BatchSource`]: a validated time split, its channels,
+//! statistics and masks, read concurrently on a shared [`ReadPool`].
 
 use std::sync::Arc;
 
-use om4_batch::{Grid, NormOrder, Normalization, Precision, ReadGroup, Roles};
-use om4_store::{ChannelSet, DateRange, Om4Store, ReadPool, Selection, StatsStore, StoreLocation};
+use om4_batch::{Grid, NormOrder, Normalization, Precision, ReadGroup, ReadPool, Roles};
+use om4_pipeline::BatchSource;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::source::BatchSource;
+use crate::{ChannelSet, DateRange, Om4Store, Selection, StatsStore, StoreLocation};
 
 /// Data settings with Samudra's words: store paths, channels, normalization.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
-    /// `OM4.zarr`: a local path or, with om4-store's feature `s3`, a store on S3 (as `means` and
-    /// `stds`). In configuration files a path, an `s3://bucket/path` URL (options from the `AWS_*`
+    /// `OM4.zarr`: a local path or, with feature `s3`, a store on S3 (as `means` and `stds`). In
+    /// configuration files a path, an `s3://bucket/path` URL (options from the `AWS_*`
     /// environment variables), or Samudra's table `{type: s3, bucket, path, endpoint_url, anon}`
-    /// (see `om4_store::StoreLocation`).
+    /// (see [`StoreLocation`]).
     pub data: StoreLocation,
     /// `OM4_means.zarr`.
     pub means: StoreLocation,
@@ -49,8 +49,8 @@ impl SourceConfig {
         stds: impl Into<StoreLocation>,
         levels: usize,
     ) -> Self {
-        let names = om4_store::channel_names(levels);
-        let n_prog = om4_store::DEPTH_VARS.len() * levels + 1;
+        let names = crate::channel_names(levels);
+        let n_prog = crate::DEPTH_VARS.len() * levels + 1;
         Self {
             data: data.into(),
             means: means.into(),
@@ -159,7 +159,7 @@ impl BatchSource for Om4Source {
     fn normalizations(&self) -> &[Normalization] {
         &self.normalizations
     }
-    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> Result<()> {
+    fn read_group(&self, group: &ReadGroup, out: &mut [f32]) -> om4_pipeline::Result<()> {
         Ok(self.store.reader(&self.pool, &self.sets[group.source], &self.selection).read(&group.times, out)?)
     }
 

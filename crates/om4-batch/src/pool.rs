@@ -6,6 +6,8 @@ use crate::error::{Error, Result};
 
 /// A bounded thread pool for plane reads (`max_concurrent_reads` threads), cheap to clone and
 /// meant to be shared by every reader of a process (training and validation loaders included).
+/// The store's readers fan their reads out on it and the loader prepares batches on it, so that
+/// reading and preparing share one set of threads.
 #[derive(Debug, Clone)]
 pub struct ReadPool {
     pool: Arc<rayon::ThreadPool>,
@@ -23,19 +25,19 @@ impl ReadPool {
     /// threads cannot be spawned.
     pub fn new(max_concurrent_reads: usize) -> Result<Self> {
         if max_concurrent_reads == 0 {
-            return Err(Error::Pool { threads: 0, source: "max_concurrent_reads must be at least 1".into() });
+            return Err(Error::Pool { threads: 0, reason: "max_concurrent_reads must be at least 1".into() });
         }
         if max_concurrent_reads > Self::MAX_THREADS {
             return Err(Error::Pool {
                 threads: max_concurrent_reads,
-                source: format!("max_concurrent_reads must be at most {}", Self::MAX_THREADS).into(),
+                reason: format!("max_concurrent_reads must be at most {}", Self::MAX_THREADS),
             });
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(max_concurrent_reads)
             .thread_name(|i| format!("om4-read-{i}"))
             .build()
-            .map_err(|e| Error::Pool { threads: max_concurrent_reads, source: e.into() })?;
+            .map_err(|e| Error::Pool { threads: max_concurrent_reads, reason: e.to_string() })?;
         Ok(Self { pool: Arc::new(pool) })
     }
 
@@ -48,5 +50,22 @@ impl ReadPool {
     /// gather, for one) shares the pool's threads instead of the global pool's.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.pool.install(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_out_of_range_are_refused_with_the_count() {
+        for threads in [0, ReadPool::MAX_THREADS + 1] {
+            let e = ReadPool::new(threads).unwrap_err();
+            assert!(matches!(e, Error::Pool { threads: t, .. } if t == threads), "{e}");
+            assert!(e.to_string().contains("max_concurrent_reads"), "{e}");
+        }
+        let pool = ReadPool::new(3).unwrap();
+        assert_eq!(pool.threads(), 3);
+        assert_eq!(pool.install(rayon::current_num_threads), 3, "work installed runs on the pool");
     }
 }

@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use om4_store::{DEPTH_VARS, DateRange, Om4Store, ReadPool, StoreLocation};
+use om4_batch::ReadPool;
+use om4_pipeline::LoaderConfig;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::loader::LoaderConfig;
-use crate::store_source::{Om4Source, SourceConfig};
+use crate::source::{Om4Source, SourceConfig};
+use crate::{DEPTH_VARS, DateRange, Om4Store, StoreLocation};
 
 /// The `data` section of a Samudra run configuration, in Samudra's words.
 ///
@@ -19,7 +20,7 @@ use crate::store_source::{Om4Source, SourceConfig};
 /// channels by Samudra's keys or list them (`prognostic`, `boundary`: om4's own words).
 ///
 /// ```
-/// use om4_pipeline::DataConfig;
+/// use om4_store::DataConfig;
 /// let data: DataConfig = serde_json::from_str(r#"{
 ///     "sources": [{"type": "om4", "data_location": "/data/om4/OM4.zarr",
 ///                  "train_time": {"start": "1975-01-03", "end": "2013-10-05"},
