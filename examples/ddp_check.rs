@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use om4_mpi::MpiCollective;
-use om4_pipeline::{Collective, ReduceOp};
+use om4_mpi::{Collective, ReduceOp};
 use om4_samudra::{DataParallel, Trainer, flatten_parameters};
 use om4_store::ReadPool;
 use om4_store::{Om4Source, SourceConfig};

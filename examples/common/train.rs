@@ -235,7 +235,7 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         // Rank 0 writes the demo store (once); the other ranks wait until it has.
         let p = if quiet { om4_store::SynthPaths::under(&crate::demo::demo_dir()) } else { crate::demo::demo_store()? };
         if let om4_samudra::DataParallel::Rank(c) = &parallel {
-            om4_pipeline::Collective::all_reduce_f64(c.as_ref(), &mut [0.0], om4_pipeline::ReduceOp::Sum)?;
+            om4_mpi::Collective::all_reduce_f64(c.as_ref(), &mut [0.0], om4_mpi::ReduceOp::Sum)?;
         }
         demo_run(&mut run, p)?;
     }

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use om4_mpi::MpiCollective;
-use om4_pipeline::{Collective, ReduceOp};
+use om4_mpi::{Collective, ReduceOp};
 
 /// As `om4_samudra::BUCKET_FLOATS` (om4-mpi does not depend on om4-samudra).
 const BUCKET_FLOATS: usize = 16 << 20;

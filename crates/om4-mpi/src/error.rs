@@ -1,6 +1,6 @@
 //! The one error type of om4-mpi.
 
-/// Everything building or reading a sharded store can report.
+/// Everything a collective or a sharded store can report.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -52,6 +52,20 @@ pub enum Error {
         code: i32,
         /// `MPI_Error_string` of the code.
         message: String,
+    },
+    /// A reduction across ranks failed.
+    #[error("{call} across ranks failed: {reason}")]
+    Collective {
+        /// The operation.
+        call: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A group of ranks was asked for with no rank in it.
+    #[error("invalid world_size {size}: at least one rank is needed")]
+    WorldSize {
+        /// The size asked for.
+        size: usize,
     },
     /// Another rank failed at a collective step, so this one stops too.
     #[error("rank {rank} failed while {stage}; stopping with it")]

@@ -1,4 +1,11 @@
-//! om4 over MPI: a DDStore-style plane store sharded over the memory of MPI ranks.
+//! om4's data parallelism: the reductions ranks share, and over MPI a DDStore-style plane store
+//! sharded over the ranks' memory.
+//!
+//! [`Collective`] is what a data-parallel trainer reduces through (gradient buckets, loss sums),
+//! on host slices, so that any framework and any transport can take part: [`SingleProcess`] is
+//! the world of one process, [`ThreadGroup`] hands out ranks that are threads of one process
+//! (what the trainer's tests run), and `MpiCollective` (feature `mpi`) is the ranks of an MPI
+//! job. This part builds without MPI.
 //!
 //! `ShardedSource` (feature `mpi`) is built collectively from any
 //! [`om4_pipeline::BatchSource`] (om4-store's `Om4Source` over a Zarr store, say): each
@@ -28,38 +35,40 @@
 //! # fn main() {}
 //! ```
 //!
-//! Without feature `mpi` (the default) only [`ShardLayout`] and [`Error`] are built, so the
-//! workspace builds and tests without an MPI library. With it, the system MPI (Open MPI or MPICH)
-//! and libclang (rsmpi's build runs bindgen) must be installed; on Debian
+//! Without feature `mpi` (the default) only the collectives above, [`ShardLayout`] and [`Error`]
+//! are built, so the workspace builds and tests without an MPI library. With it, the system MPI
+//! (Open MPI or MPICH) and libclang (rsmpi's build runs bindgen) must be installed; on Debian
 //! `openmpi-bin libopenmpi-dev libclang1-14 libclang-common-14-dev`. Run the loopback check with
 //! `cargo build -p om4-mpi --features mpi --example sharded_check` then
 //! `mpirun -n 4 --oversubscribe target/debug/examples/sharded_check`.
 //!
-//! `MpiCollective` (feature `mpi`) is the [`om4_pipeline::Collective`] of a data-parallel run
+//! `MpiCollective` (feature `mpi`) is the [`Collective`] of a data-parallel run
 //! over MPI: `om4_samudra::Trainer::data_parallel` averages gradients in a few large buckets
 //! through it (`examples/train_samudra --mpi` under `mpirun`).
 //!
 //! The crate's `unsafe` code is in two private modules: `rma` (the window over `mpi::ffi`,
-//! because rsmpi has no safe one-sided API) and `collective` (`Send`/`Sync` for the communicator
+//! because rsmpi has no safe one-sided API) and `mpi_collective` (`Send`/`Sync` for the communicator
 //! handle, whose calls a mutex serializes).
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
-#[cfg(feature = "mpi")]
-#[allow(unsafe_code)]
 mod collective;
 mod error;
 mod layout;
+#[cfg(feature = "mpi")]
+#[allow(unsafe_code)]
+mod mpi_collective;
 #[cfg(feature = "mpi")]
 #[allow(unsafe_code)]
 mod rma;
 #[cfg(feature = "mpi")]
 mod sharded;
 
-#[cfg(feature = "mpi")]
-pub use collective::MpiCollective;
+pub use collective::{Collective, ReduceOp, SingleProcess, ThreadGroup, ThreadRank};
 pub use error::{Error, Result};
 pub use layout::ShardLayout;
+#[cfg(feature = "mpi")]
+pub use mpi_collective::MpiCollective;
 #[cfg(feature = "mpi")]
 pub use sharded::{ShardOptions, ShardedSource, get_probe, mem_available};

@@ -35,14 +35,6 @@ pub enum Error {
         /// The driver's message.
         message: String,
     },
-    /// A collective operation across the ranks of a data-parallel run failed.
-    #[error("{call} across ranks failed: {reason}")]
-    Collective {
-        /// The operation.
-        call: &'static str,
-        /// Why.
-        reason: String,
-    },
     /// A read asked for a time position past the source's selection.
     #[error("time position {time} is past the source's {len} positions")]
     TimeOutOfRange {

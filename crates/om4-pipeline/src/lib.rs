@@ -17,8 +17,6 @@
 //!   errors and panics end cleanly, with every buffer back in its pool. **A new framework** gets
 //!   its own adapter crate that supplies a [`Finish`] (see `om4-candle`, about 150 lines).
 //! - [`BatchTelemetry`], [`EpochSummary`]: per-batch timings and epoch percentiles.
-//! - [`Collective`]: the reductions a data-parallel trainer shares across processes (gradients,
-//!   loss sums), on host slices; [`SingleProcess`] here, MPI in `om4-mpi`.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -50,7 +48,6 @@
 #![warn(missing_docs)]
 
 mod buffers;
-mod collective;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;
@@ -63,7 +60,6 @@ mod source;
 mod telemetry;
 
 pub use buffers::{BufferPool, PooledBuf};
-pub use collective::{Collective, ReduceOp, SingleProcess, ThreadGroup, ThreadRank};
 pub use error::{Error, Result};
 pub use loader::{BoxError, Epoch, Finish, Host, HostBatch, Loaded, Loader, LoaderConfig, LoaderKind, PrepareOn};
 pub use memory::MemorySource;

@@ -13,7 +13,7 @@
 //!   one parallel pass ([`model::capped_gelu`]), longitude padding by slices; elsewhere Burn's
 //!   operations.
 //! - [`DataParallel`]: a trainer as one rank of a distributed run over any
-//!   `om4_pipeline::Collective` (MPI in om4-mpi): upstream's DDP schedule slice per rank and
+//!   `om4_mpi::Collective` (ranks as threads, or MPI with om4-mpi's `mpi`): upstream's DDP schedule slice per rank and
 //!   gradients averaged in [`BUCKET_FLOATS`]-float buckets, or one process emulating such a run.
 //!
 //! ```

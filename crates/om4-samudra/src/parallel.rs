@@ -14,7 +14,7 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 use om4_batch::{Ddp, Schedule};
-use om4_pipeline::{Collective, ReduceOp};
+use om4_mpi::{Collective, ReduceOp};
 
 use crate::error::{Error, Result};
 use crate::model::Samudra;

@@ -539,7 +539,7 @@ impl<S: BatchSource> Trainer<S> {
         let mut values: Vec<f32> = per_channel.into_data().try_to_vec::<f32>().unwrap_or_default();
         if let Some(collective) = self.parallel.collective() {
             collective
-                .all_reduce_f32(&mut values, om4_pipeline::ReduceOp::Sum)
+                .all_reduce_f32(&mut values, om4_mpi::ReduceOp::Sum)
                 .map_err(|e| Error::Parallel { reason: e.to_string() })?;
             let scale = 1.0 / collective.world_size() as f32;
             values.iter_mut().for_each(|v| *v *= scale);

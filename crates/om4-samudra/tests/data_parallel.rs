@@ -1,4 +1,4 @@
-//! Data-parallel training without MPI: two ranks as threads (`om4_pipeline::ThreadGroup`) train
+//! Data-parallel training without MPI: two ranks as threads (`om4_mpi::ThreadGroup`) train
 //! to bit-identical weights, equal to one process trained on the same global batches; checkpoints
 //! remember the world size.
 //!
@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use om4_pipeline::{Collective, ThreadGroup};
+use om4_mpi::{Collective, ThreadGroup};
 use om4_samudra::{DataParallel, EpochReport, TrainConfig, Trainer, flatten_parameters};
 use om4_store::ReadPool;
 use om4_store::{Om4Source, SourceConfig};
