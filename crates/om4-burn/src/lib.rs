@@ -9,7 +9,8 @@
 //!   tensors' own bytes (no host copy); on the CPU backend batches are
 //!   normalized, masked and gathered on the host, elsewhere each group buffer is uploaded once and
 //!   prepared with tensor ops ([`DeviceNormalization`]).
-//! - [`Om4Dataset`] and [`Om4Batcher`]: Burn `Dataset`/`Batcher` adapters for `DataLoaderBuilder`.
+//! - `Om4Dataset` and `Om4Batcher` (feature `dataset`): Burn `Dataset`/`Batcher` adapters for
+//!   `DataLoaderBuilder`.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -44,12 +45,14 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "dataset")]
 mod dataset;
 mod device;
 mod error;
 mod loader;
 mod staging;
 
+#[cfg(feature = "dataset")]
 pub use dataset::{Om4Batcher, Om4Dataset, SampleItem};
 pub use device::{DeviceNormalization, ModelBatch, StepTensors, label_mask, prepare_batch, to_model_batch};
 pub use error::{Error, Result};
