@@ -31,18 +31,36 @@ from pathlib import Path
 import om4
 
 
-def upstream_loader(src: Path, root: Path, args, out: Path):
-    if args.upstream_so:
-        import importlib.machinery
-        import importlib.util
+def load_extension(so: Path):
+    """Upstream's own extension module from its .so, under its name, without installing it."""
+    import importlib.machinery
+    import importlib.util
 
-        loader = importlib.machinery.ExtensionFileLoader("samudra_rust_loader", str(args.upstream_so))
-        spec = importlib.util.spec_from_file_location("samudra_rust_loader", args.upstream_so, loader=loader)
-        module = importlib.util.module_from_spec(spec)
-        loader.exec_module(module)
+    loader = importlib.machinery.ExtensionFileLoader("samudra_rust_loader", str(so))
+    spec = importlib.util.spec_from_file_location("samudra_rust_loader", so, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def upstream_loader(src: Path, root: Path, args, out: Path, loading="rust", module=None):
+    """Upstream's training loader as its Trainer builds it. `loading`: "rust" (its extension;
+    `module` is the samudra_rust_loader to read through, default the one installed, or upstream's
+    own with --upstream-so) or "cpu" (its xarray datasets under a PyTorch DataLoader with
+    --threads worker processes)."""
+    if module is None and args.upstream_so:
+        module = load_extension(args.upstream_so)
+    if module is not None:
         sys.modules["samudra_rust_loader"] = module
-    sys.path.insert(0, str(src / "src"))
-    from samudra.config import Om4DataSourceConfig, Om4TimeConfig, RustDataLoadingConfig, TrainConfig
+    if str(src / "src") not in sys.path:
+        sys.path.insert(0, str(src / "src"))
+    from samudra.config import (
+        CpuDataLoadingConfig,
+        Om4DataSourceConfig,
+        Om4TimeConfig,
+        RustDataLoadingConfig,
+        TrainConfig,
+    )
     from samudra.train import Trainer
     from samudra.utils.location import UnresolvedLocation
     from samudra.utils.multiton import MultitonScope
@@ -63,9 +81,12 @@ def upstream_loader(src: Path, root: Path, args, out: Path):
             boundary_vars_key="tau_hfds",
         )
     ]
-    config.data.loading = RustDataLoadingConfig(
-        prefetch_batches=args.prefetch, max_concurrent_reads=args.threads, prefetch_to_device=False
-    )
+    if loading == "rust":
+        config.data.loading = RustDataLoadingConfig(
+            prefetch_batches=args.prefetch, max_concurrent_reads=args.threads, prefetch_to_device=False
+        )
+    else:
+        config.data.loading = CpuDataLoadingConfig(num_workers=args.threads, persistent_workers=True)
     config.data.hist = 1
     config.inference_epochs = []
     config.batch_size = args.batch_size
@@ -135,6 +156,9 @@ def main():
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--compute-ms", type=float, default=500.0)
+    ap.add_argument("--json", type=Path, help="write every round's numbers here (benches/python/plot.py reads them)")
+    ap.add_argument("--xarray", action="store_true",
+                    help="also upstream's CPU loader (xarray datasets, --threads DataLoader workers) as a third column")
     args = ap.parse_args()
     if args.patch_store:
         patch_store(args.root / "OM4.zarr")
@@ -147,20 +171,29 @@ def main():
         ours = om4_loader(args.root, list(layout.prognostic_var_names), list(layout.boundary_var_names), args)
         # Both loaders' first batch of an epoch, before anything is timed: the same shapes, and
         # (same seed, same sampler) the same values.
-        up.set_epoch(0)
-        a, b = next(iter(up)), next(iter(ours.epoch(0)))
-        for k, step in enumerate(b.steps):
-            for i, field in enumerate(["prognostic", "boundary", "label"]):
-                theirs, mine = a[k][i].numpy(), getattr(step, field)
-                assert theirs.shape == mine.shape, (k, field, theirs.shape, mine.shape)
-                print(f"step {k} {field}: equal bit for bit: {theirs.tobytes() == mine.tobytes()}", file=sys.stderr)
-        results = {"upstream": {"all": [], "wait": []}, "om4": {"all": [], "wait": []}}
+        upstream = {"upstream": up}
+        if args.xarray:
+            upstream["xarray"], _xr_scope = upstream_loader(
+                args.upstream_src.resolve(), args.root.resolve(), args, Path(out), loading="cpu"
+            )
+        b = next(iter(ours.epoch(0)))
+        for name, loader in upstream.items():
+            loader.set_epoch(0)
+            a = next(iter(loader))
+            for k, step in enumerate(b.steps):
+                for i, field in enumerate(["prognostic", "boundary", "label"]):
+                    theirs, mine = a[k][i].numpy(), getattr(step, field)
+                    assert theirs.shape == mine.shape, (name, k, field, theirs.shape, mine.shape)
+                    same = theirs.tobytes() == mine.tobytes()
+                    print(f"{name} step {k} {field}: equal bit for bit: {same}", file=sys.stderr)
+        names = [*upstream, "om4"]
+        results = {name: {"all": [], "wait": []} for name in names}
         for r in range(args.rounds):
-            for name in (["upstream", "om4"] if r % 2 == 0 else ["om4", "upstream"]):
+            for name in names[r % len(names):] + names[: r % len(names)]:
                 for compute in (0.0, args.compute_ms / 1e3):
-                    if name == "upstream":
-                        up.set_epoch(r)
-                        it = iter(up)
+                    if name in upstream:
+                        upstream[name].set_epoch(r)
+                        it = iter(upstream[name])
                     else:
                         it = ours.epoch(r)
                     total, waits = pull(it, args.batches, compute)
@@ -174,9 +207,12 @@ def main():
             w = sorted(res["wait"])
             p95 = w[min(len(w) - 1, int(0.95 * len(w)))]
             print(f"{name:<9} {statistics.median(res['all']):>19.2f} {statistics.median(w) * 1e3:>20.2f} {p95 * 1e3:>8.2f}")
-        ratio = statistics.median(results["om4"]["all"]) / statistics.median(results["upstream"]["all"])
-        print(f"om4 / upstream prepared batches per second: {ratio:.2f}x "
-              f"(batch {args.batch_size}, hist 1, 2 steps, {args.threads} read threads, prefetch {args.prefetch})")
+        for name in upstream:
+            ratio = statistics.median(results["om4"]["all"]) / statistics.median(results[name]["all"])
+            print(f"om4 / {name} prepared batches per second: {ratio:.2f}x "
+                  f"(batch {args.batch_size}, hist 1, 2 steps, {args.threads} read threads, prefetch {args.prefetch})")
+        if args.json:
+            args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}))
 
 
 if __name__ == "__main__":

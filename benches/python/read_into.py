@@ -98,7 +98,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--xarray", action="store_true", help="also time xarray's read of the same planes")
     ap.add_argument("--om4-cli", type=Path, help="also time `om4 bench read` on the same windows")
+    ap.add_argument("--json", type=Path, help="write every round's numbers here (benches/python/plot.py reads them)")
     args = ap.parse_args()
+    report = {"args": {k: str(v) for k, v in vars(args).items()}, "stores": {}}
     upstream = load_upstream(args.upstream_so)
     rng = np.random.default_rng(args.seed)
     print(f"{'store':<24} {'reader':<9} {'median GB/s':>11} {'p95 s':>8}   om4 / upstream (median)")
@@ -143,6 +145,9 @@ def main():
                   f"drop-in / bench read {medians['om4'] / statistics.median(cli_rates):.2f}")
         print(f"{'':<24} {'':<9} {'':>11} {'':>8}   {medians['om4'] / medians['upstream']:.2f}x  "
               f"({kind}, {len(channels)} channels x {args.windows}x{args.steps} steps, {nbytes / 1e6:.0f} MB per read)")
+        report["stores"][label] = {"kind": kind, "bytes": nbytes, "seconds": times, "om4_bench_read_gb_per_s": cli_rates}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -93,8 +93,9 @@ pub enum PrepareOn {
     Host,
 }
 
-/// The error type a [`Finish`] returns; the loader reports it as [`Error::Adapter`] with the
-/// batch's number (an [`Error`] passes through unchanged).
+/// A boxed error: what a [`Finish`] returns (the loader reports it as [`Error::Adapter`] with the
+/// batch's number; an [`Error`] passes through unchanged), and a source's own error inside
+/// [`Error::Source`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A framework's last stage: what each host batch becomes (tensors on a device, say), on the
