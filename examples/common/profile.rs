@@ -57,7 +57,7 @@ fn unary(device: &Device, repeats: usize, shape: [usize; 4], f: impl Fn(Tensor<4
     let plain = device.clone().inner();
     let x = normal(shape, &plain);
     let forward = clock(&plain, repeats, || {
-        let _ = f(x.clone()).sum().into_scalar::<f32>();
+        let _ = f(x.clone()).sum().try_into_scalar::<f32>(); // a failure shows at the clock's sync
     })?;
     let xa = normal(shape, device).require_grad();
     let both = clock(device, repeats, || drop(f(xa.clone()).sum().backward()))?;
@@ -86,7 +86,7 @@ fn convolution(
             if gx || gw {
                 drop(y.backward());
             } else {
-                let _ = y.into_scalar::<f32>();
+                let _ = y.try_into_scalar::<f32>();
             }
         })
     };
@@ -245,7 +245,7 @@ fn ceiling(
     let lhs = Tensor::<2>::random([e, e * k * k], Distribution::Normal(0.0, 1.0), &plain);
     let rhs = Tensor::<2>::random([e * k * k, b * h * w], Distribution::Normal(0.0, 1.0), &plain);
     let gemm = clock(&plain, repeats, || {
-        let _ = lhs.clone().matmul(rhs.clone()).slice([0..1, 0..1]).into_scalar::<f32>();
+        let _ = lhs.clone().matmul(rhs.clone()).slice([0..1, 0..1]).try_into_scalar::<f32>();
     })?;
     let (conv, _) = convolution(device, repeats, [b, e, h + k - 1, w + k - 1], e, k, 1)?;
     println!(

@@ -122,13 +122,13 @@ impl Bench {
         for round in 0..=repeats {
             let t0 = Instant::now();
             let loss = self.targets.loss(&self.model, &self.batch, None);
-            let _ = loss.clone().into_scalar::<f32>();
+            loss.clone().try_into_scalar::<f32>().map_err(|e| format!("loss: {e}"))?;
             let t1 = Instant::now();
             let grads = loss.backward();
             sync(&self.device)?;
             let t2 = Instant::now();
             let grads = burn::optim::GradientsParams::from_grads(grads, &self.model);
-            let _ = om4_samudra::grad_norm(&self.model, &grads);
+            om4_samudra::grad_norm(&self.model, &grads)?;
             let t3 = Instant::now();
             self.model = self.optim.step(2e-4, self.model.clone(), grads);
             sync(&self.device)?;
@@ -146,8 +146,8 @@ impl Bench {
     /// One optimizer step, finished on the device; returns the batch's loss.
     pub(crate) fn step(&mut self) -> Result<f32, Box<dyn std::error::Error>> {
         let loss = self.targets.loss(&self.model, &self.batch, None);
-        let value = loss.clone().into_scalar::<f32>();
-        let (grads, _norm) = gradients(&self.model, loss, 1);
+        let value = loss.clone().try_into_scalar::<f32>().map_err(|e| format!("loss: {e}"))?;
+        let (grads, _norm) = gradients(&self.model, loss, 1)?;
         self.model = self.optim.step(2e-4, self.model.clone(), grads);
         self.device.sync().map_err(|e| format!("device sync: {e:?}"))?;
         Ok(value)

@@ -54,6 +54,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The device failed while computing a value the trainer reads back (a kernel the backend
+    /// lacks, an out-of-memory, a lost device).
+    #[error("the device failed computing the {what}: {reason}")]
+    Device {
+        /// What was being read back (`loss`, `gradient norm`, ...).
+        what: &'static str,
+        /// The backend's error.
+        reason: String,
+    },
     /// Another rank of a data-parallel run stopped on a non-finite loss or gradient norm, so this
     /// one stops at the same optimizer step.
     #[error("a rank reported a non-finite loss or gradient norm at epoch {epoch}, batch {batch}: training stopped")]

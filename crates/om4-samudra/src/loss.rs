@@ -65,7 +65,10 @@ pub fn rollout_loss(
 }
 
 /// The global L2 norm of a model's gradients (what clipping by norm measures), read back once.
-pub fn grad_norm<M: Module>(model: &M, grads: &GradientsParams) -> f32 {
+///
+/// # Errors
+/// [`Error::Device`](crate::Error::Device) when the device failed computing the gradients.
+pub fn grad_norm<M: Module>(model: &M, grads: &GradientsParams) -> crate::Result<f32> {
     struct SumSquares<'a> {
         grads: &'a GradientsParams,
         total: Option<Tensor<1>>,
@@ -83,7 +86,11 @@ pub fn grad_norm<M: Module>(model: &M, grads: &GradientsParams) -> f32 {
     }
     let mut v = SumSquares { grads, total: None };
     model.visit(&mut v);
-    v.total.map_or(0.0, |t| t.sqrt().into_scalar::<f32>())
+    v.total.map_or(Ok(0.0), |t| {
+        t.sqrt()
+            .try_into_scalar::<f32>()
+            .map_err(|e| crate::Error::Device { what: "gradient norm", reason: e.to_string() })
+    })
 }
 
 /// Cosine annealing to 0 over `epochs`, stepped once per epoch (epoch 1 uses the peak).
@@ -157,10 +164,10 @@ mod tests {
         let x = Tensor::<4>::full([1, 1, 2, 2], 2.0, &device);
         let grads = GradientsParams::from_grads(conv.forward(x).sum().backward(), &conv);
         // d/dw = Σx = 8, d/db = 4 cells → √(64 + 16)
-        assert!((grad_norm(&conv, &grads) - 80f32.sqrt()).abs() < 1e-5);
+        assert!((grad_norm(&conv, &grads).unwrap() - 80f32.sqrt()).abs() < 1e-5);
         let nan = Tensor::<4>::full([1, 1, 2, 2], f32::NAN, &device);
         let grads = GradientsParams::from_grads(conv.forward(nan).sum().backward(), &conv);
-        assert!(!grad_norm(&conv, &grads).is_finite());
+        assert!(!grad_norm(&conv, &grads).unwrap().is_finite());
     }
 
     #[test]

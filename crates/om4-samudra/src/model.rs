@@ -12,8 +12,8 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, InstanceNorm, InstanceNormConfig, PaddingConfig2d};
-use burn::tensor::module::{avg_pool2d, interpolate};
-use burn::tensor::ops::{AvgPoolOptions, InterpolateMode, InterpolateOptions};
+use burn::tensor::module::avg_pool2d;
+use burn::tensor::ops::AvgPoolOptions;
 
 pub use crate::conv::{conv, gemm_weight_gradient};
 pub use crate::gelu::capped_gelu;
@@ -156,24 +156,43 @@ pub fn wrap_longitude(x: Tensor<4>, p: usize) -> Tensor<4> {
 /// Bilinear ×2 upsampling (`align_corners = false`); zonally periodic: one column wrapped onto
 /// each side first and two columns cropped from each side after, as upstream's
 /// `zonally_periodic_upsample`.
+///
+/// Written with slices and elementwise operations ([`upsample2`] along each axis), not Burn's
+/// `interpolate`: its backward is missing on the GPU backends (cubecl: "Bilinear interpolation
+/// backward is not supported by JIT backend"), and this form is differentiable on every backend.
 pub fn upsample(x: Tensor<4>, kind: UpsampleKind) -> Tensor<4> {
     let [b, c, h, w] = x.dims();
-    let bilinear = |x: Tensor<4>, size: [usize; 2]| {
-        let mut opts = InterpolateOptions::new(InterpolateMode::Bilinear);
-        opts.align_corners = false;
-        opts.output_size = Some(size);
-        interpolate(x, opts)
-    };
+    let bilinear = |x: Tensor<4>| upsample2(upsample2(x, 3), 2);
     match kind {
         UpsampleKind::ZonallyPeriodic => {
             let left = x.clone().slice([0..b, 0..c, 0..h, w - 1..w]);
             let right = x.clone().slice([0..b, 0..c, 0..h, 0..1]);
             let padded = Tensor::cat(vec![left, x, right], 3);
-            let up = bilinear(padded, [2 * h, 2 * (w + 2)]);
-            up.slice([0..b, 0..c, 0..2 * h, 2..2 * w + 2])
+            bilinear(padded).slice([0..b, 0..c, 0..2 * h, 2..2 * w + 2])
         }
-        UpsampleKind::Bilinear => bilinear(x, [2 * h, 2 * w]),
+        UpsampleKind::Bilinear => bilinear(x),
     }
+}
+
+/// Linear ×2 upsampling along `dim` (2 or 3) with `align_corners = false`, in the arithmetic of
+/// PyTorch's bilinear kernel (`λ0·x[i0] + λ1·x[i1]`, the source coordinate clamped at 0 and the
+/// upper neighbour at `n − 1`): output `2i` is `0.25·x[i−1] + 0.75·x[i]` and output 0 is `x[0]`;
+/// output `2i + 1` is `0.75·x[i] + 0.25·x[min(i+1, n−1)]`. Width, then height, is the order of
+/// PyTorch's two-dimensional kernel (two-term sums of two-term sums).
+pub fn upsample2(x: Tensor<4>, dim: usize) -> Tensor<4> {
+    let n = x.dims()[dim];
+    let (even, next) = if n == 1 {
+        (x.clone(), x.clone())
+    } else {
+        let (lo, hi) = (x.clone().narrow(dim, 0, n - 1), x.clone().narrow(dim, 1, n - 1));
+        let first = x.clone().narrow(dim, 0, 1);
+        let last = x.clone().narrow(dim, n - 1, 1);
+        (Tensor::cat(vec![first, lo * 0.25 + hi.clone() * 0.75], dim), Tensor::cat(vec![hi, last], dim))
+    };
+    let odd = x * 0.75 + next * 0.25;
+    let mut dims = even.dims();
+    dims[dim] *= 2;
+    Tensor::stack::<5>(vec![even, odd], dim + 1).reshape(dims)
 }
 
 /// Trainable parameters, as PyTorch's `sum(p.numel() for p in model.parameters())` counts them:

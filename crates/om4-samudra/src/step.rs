@@ -55,8 +55,11 @@ impl LossTargets {
 
 /// The gradients of `loss / micro` for `model`'s parameters (`micro` batches accumulate into one
 /// optimizer step), and their global L2 norm before clipping.
-pub fn gradients(model: &Samudra, loss: Tensor<1>, micro: usize) -> (GradientsParams, f32) {
+///
+/// # Errors
+/// [`Error::Device`](crate::Error::Device) when the device failed computing them.
+pub fn gradients(model: &Samudra, loss: Tensor<1>, micro: usize) -> crate::Result<(GradientsParams, f32)> {
     let grads = GradientsParams::from_grads((loss / micro as f64).backward(), model);
-    let norm = grad_norm(model, &grads);
-    (grads, norm)
+    let norm = grad_norm(model, &grads)?;
+    Ok((grads, norm))
 }

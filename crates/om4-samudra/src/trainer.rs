@@ -355,8 +355,14 @@ impl<S: BatchSource> Trainer<S> {
     }
 
     /// Mean loss of one batch's rollout (no gradient), with `model`.
-    pub fn eval_loss(&self, model: &Samudra, batch: &ModelBatch) -> f32 {
-        self.targets.loss(model, batch, None).into_scalar::<f32>()
+    ///
+    /// # Errors
+    /// [`Error::Device`] when the device failed computing it.
+    pub fn eval_loss(&self, model: &Samudra, batch: &ModelBatch) -> Result<f32> {
+        self.targets
+            .loss(model, batch, None)
+            .try_into_scalar::<f32>()
+            .map_err(|e| Error::Device { what: "validation loss", reason: e.to_string() })
     }
 
     /// Runs one training epoch and one validation pass. `on_batch(done, total, loss, telemetry)`
@@ -459,7 +465,10 @@ impl<S: BatchSource> Trainer<S> {
             Tensor::<1>::from_data(TensorData::new(d.tiled(states), [d.scales.len() * states]), &self.device)
         });
         let loss = self.targets.loss(&self.model, batch, scales);
-        let value = loss.clone().into_scalar::<f32>();
+        let value = loss
+            .clone()
+            .try_into_scalar::<f32>()
+            .map_err(|e| Error::Device { what: "loss", reason: e.to_string() })?;
         let distributed = self.parallel.collective().is_some();
         if !value.is_finite() {
             let e = Error::NonFinite { what: "loss", epoch, batch: k, value };
@@ -469,7 +478,7 @@ impl<S: BatchSource> Trainer<S> {
             failure.get_or_insert(e);
         }
         if failure.is_none() {
-            let (grads, norm) = step::gradients(&self.model, loss, self.config.grad_accumulation);
+            let (grads, norm) = step::gradients(&self.model, loss, self.config.grad_accumulation)?;
             if !norm.is_finite() {
                 let e = Error::NonFinite { what: "gradient norm", epoch, batch: k, value: norm };
                 if !distributed {
@@ -512,7 +521,7 @@ impl<S: BatchSource> Trainer<S> {
         let ema = self.ema.model().clone();
         let (mut sum, mut n) = (0.0f64, 0usize);
         for batch in self.val.epoch(epoch as u64)? {
-            sum += f64::from(self.eval_loss(&ema, &batch?.batch));
+            sum += f64::from(self.eval_loss(&ema, &batch?.batch)?);
             n += 1;
         }
         Ok((sum, n))
@@ -536,7 +545,11 @@ impl<S: BatchSource> Trainer<S> {
             prognostic_inputs: self.targets.prognostic_inputs,
         };
         let per_channel = targets.per_channel(&model, &one_step);
-        let mut values: Vec<f32> = per_channel.into_data().try_to_vec::<f32>().unwrap_or_default();
+        let mut values: Vec<f32> = per_channel
+            .try_into_data()
+            .map_err(|e| Error::Device { what: "dynamic loss weights", reason: format!("{e:?}") })?
+            .try_to_vec::<f32>()
+            .map_err(|e| Error::Device { what: "dynamic loss weights", reason: format!("{e:?}") })?;
         if let Some(collective) = self.parallel.collective() {
             collective
                 .all_reduce_f32(&mut values, om4_mpi::ReduceOp::Sum)

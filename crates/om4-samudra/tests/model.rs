@@ -156,3 +156,67 @@ fn instance_norm_is_as_precise_as_float64_at_1deg() {
     }
     assert!(worst < 4.0 * f64::from(f32::EPSILON), "max |om4 − float64| = {worst:e}");
 }
+
+/// PyTorch's bilinear upsampling (`align_corners = false`), one output at a time, as its CPU
+/// kernel computes it: source index and weights per axis, width interpolated first.
+fn bilinear_reference(x: &[f32], h: usize, w: usize, oh: usize, ow: usize) -> Vec<f32> {
+    let axis = |j: usize, n: usize, m: usize| {
+        let real = ((j as f32 + 0.5) * (n as f32 / m as f32) - 0.5).max(0.0);
+        let i0 = real as usize;
+        let i1 = if i0 < n - 1 { i0 + 1 } else { i0 };
+        let l1 = (real - i0 as f32).clamp(0.0, 1.0);
+        (i0, i1, 1.0 - l1, l1)
+    };
+    let mut out = Vec::with_capacity(oh * ow);
+    for y in 0..oh {
+        let (h0, h1, hl0, hl1) = axis(y, h, oh);
+        for xx in 0..ow {
+            let (w0, w1, wl0, wl1) = axis(xx, w, ow);
+            let row = |r: usize| wl0 * x[r * w + w0] + wl1 * x[r * w + w1];
+            out.push(hl0 * row(h0) + hl1 * row(h1));
+        }
+    }
+    out
+}
+
+#[test]
+fn upsampling_equals_the_scalar_bilinear_reference_bit_for_bit() {
+    let device = Device::flex();
+    for (h, w) in [(1, 1), (1, 5), (3, 1), (4, 7), (9, 12)] {
+        let x: Vec<f32> = (0..h * w).map(|i| ((i * 7919) % 101) as f32 / 13.0 - 3.7).collect();
+        let t = Tensor::<4>::from_data(TensorData::new(x.clone(), [1, 1, h, w]), &device);
+        let got = values(om4_samudra::model::upsample(t, UpsampleKind::Bilinear));
+        let want = bilinear_reference(&x, h, w, 2 * h, 2 * w);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "{h} x {w}");
+    }
+}
+
+#[test]
+fn upsampling_matches_burns_interpolate_forward_and_backward() {
+    use burn::tensor::module::interpolate;
+    use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
+    let device = Device::flex().autodiff();
+    let (b, c, h, w) = (2, 3, 6, 10);
+    let x: Vec<f32> = (0..b * c * h * w).map(|i| ((i * 31) % 23) as f32 / 7.0 - 1.5).collect();
+    let g: Vec<f32> = (0..b * c * 4 * h * w).map(|i| ((i * 17) % 29) as f32 / 11.0 - 1.0).collect();
+    let run = |ours: bool| {
+        let x = Tensor::<4>::from_data(TensorData::new(x.clone(), [b, c, h, w]), &device).require_grad();
+        let y = if ours {
+            om4_samudra::model::upsample(x.clone(), UpsampleKind::Bilinear)
+        } else {
+            let mut opts = InterpolateOptions::new(InterpolateMode::Bilinear);
+            opts.align_corners = false;
+            opts.output_size = Some([2 * h, 2 * w]);
+            interpolate(x.clone(), opts)
+        };
+        let weights = Tensor::<4>::from_data(TensorData::new(g.clone(), [b, c, 2 * h, 2 * w]), &device);
+        let grads = (y.clone() * weights).sum().backward();
+        let dx = x.grad(&grads).expect("x takes part in the sum");
+        (values(y.inner()), values(dx))
+    };
+    let ((y, dx), (y_ref, dx_ref)) = (run(true), run(false));
+    for (a, e) in y.iter().zip(&y_ref).chain(dx.iter().zip(&dx_ref)) {
+        assert!((a - e).abs() <= 1e-5 * e.abs().max(1.0), "{a} vs {e}");
+    }
+}
