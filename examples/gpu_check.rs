@@ -10,6 +10,8 @@
 //! - `gpu_check train …`: exactly `train_samudra …` (same flags), e.g. `--device cuda`.
 //! - `gpu_check step …`: Samudra's optimizer step timed on synthetic inputs (om4's side of the
 //!   step benchmark, `benches/step/step.py`; `--profile` times its operations one by one).
+//! - `gpu_check forward --device cuda …`: `samudra_forward …` on a device (forward parity with
+//!   upstream, `tests/data/upstream/check_forward_1deg.py --forward-bin "gpu_check forward --device cuda"`).
 //!
 //! All run on the CPU too (`--device cpu`), which is how they are checked without a GPU.
 
@@ -22,6 +24,8 @@ use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 
 #[path = "common/demo.rs"]
 mod demo;
+#[path = "common/forward.rs"]
+mod forward;
 #[path = "common/profile.rs"]
 mod profile;
 #[path = "common/step.rs"]
@@ -53,12 +57,27 @@ enum Command {
     Train(Box<train::Args>),
     /// Time Samudra's optimizer step on synthetic inputs (om4's side of benches/step/step.py).
     Step(step::StepArgs),
+    /// One forward pass with upstream weights on .npy input, as `samudra_forward`, on a device.
+    Forward {
+        /// cpu, cuda[:N] or vulkan[:N].
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        #[command(flatten)]
+        args: forward::Args,
+    },
 }
 
 fn main() -> std::process::ExitCode {
     match Cli::parse().command {
         Command::Train(args) => train::main(*args),
         Command::Step(args) => match step::main(&args) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
+        Command::Forward { device, args } => match train::device(&device).map_err(Into::into).and_then(|d| forward::run(&args, &d)) {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");

@@ -10,77 +10,21 @@
 //! `.pt`/`.pth` file holding a whole checkpoint (its `"model"` entry) or a bare `state_dict`
 //! (told apart by that key), with or without DDP's `module.` prefix, or the 2024 flat `layers.N` layout.
 
-use std::path::{Path, PathBuf};
-
-use burn::tensor::{Bool, Device, Tensor, TensorData};
+use burn::tensor::Device;
 use clap::Parser;
-use om4_samudra::{SamudraConfig, load_upstream};
+
+#[path = "common/forward.rs"]
+mod forward;
 
 #[derive(Parser, Debug)]
 #[command(about = "One Samudra forward pass with upstream weights on .npy input")]
-struct Args {
-    #[arg(long)]
-    weights: PathBuf,
-    /// tiny, v1, v2, v2_highres.
-    #[arg(long)]
-    model: String,
-    #[arg(long)]
-    in_channels: usize,
-    #[arg(long)]
-    out_channels: usize,
-    #[arg(long)]
-    input: PathBuf,
-    #[arg(long)]
-    mask: PathBuf,
-    #[arg(long)]
-    out: PathBuf,
-}
-
-/// A NumPy 1.0 array: values as f32 (from `<f4`, `<f8`, `|b1`, `|u1`, `<i8`) and its shape.
-fn read_npy(path: &Path) -> Result<(Vec<f32>, Vec<usize>), String> {
-    let npy = om4_testkit::Npy::read(path)?;
-    let values = npy.to_f32().map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((values, npy.shape))
-}
-
-fn write_npy(path: &Path, shape: &[usize], values: &[f32]) -> std::io::Result<()> {
-    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims.join(", "));
-    header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&u16::try_from(header.len()).expect("short header").to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    std::fs::write(path, out)
-}
-
-fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let config = SamudraConfig::named(&a.model).ok_or_else(|| format!("unknown model {:?}", a.model))?;
-    let (x, shape) = read_npy(&a.input)?;
-    let (mask, mask_shape) = read_npy(&a.mask)?;
-    if shape.len() != 4 || shape[0] != 1 || shape[1] != a.in_channels {
-        return Err(format!("input shape {shape:?}: expected (1, {}, H, W)", a.in_channels).into());
-    }
-    let (h, w) = (shape[2], shape[3]);
-    if mask_shape != [a.out_channels, h, w] {
-        return Err(format!("mask shape {mask_shape:?}: expected ({}, {h}, {w})", a.out_channels).into());
-    }
-    let device = Device::flex();
-    let mut model = config.init(a.in_channels, a.out_channels, &device);
-    load_upstream(&mut model, &a.weights)?;
-    let x = Tensor::<4>::from_data(TensorData::new(x, [1, a.in_channels, h, w]), &device);
-    let land: Vec<bool> = mask.iter().map(|&m| m == 0.0).collect();
-    let land = Tensor::<4, Bool>::from_data(TensorData::new(land, [1, a.out_channels, h, w]), &device);
-    let t0 = std::time::Instant::now();
-    let y = model.forward(x, land).into_data().try_to_vec::<f32>().map_err(|e| format!("{e:?}"))?;
-    write_npy(&a.out, &[1, a.out_channels, h, w], &y)?;
-    println!("wrote {} ({} × {h} × {w}) in {:.2} s", a.out.display(), a.out_channels, t0.elapsed().as_secs_f64());
-    Ok(())
+struct Cli {
+    #[command(flatten)]
+    args: forward::Args,
 }
 
 fn main() -> std::process::ExitCode {
-    match run(Args::parse()) {
+    match forward::run(&Cli::parse().args, &Device::flex()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -50,7 +50,7 @@ if ! "$py" -c 'import maturin, pytest, xarray, zarr' 2>/dev/null; then
 fi
 
 flags=()
-[[ $profile == release ]] && flags+=(--release)
+[[ $profile == release ]] && flags+=(--release --strip)
 rm -rf target/wheels
 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target} "$venv/bin/maturin" build --locked "${flags[@]}" \
   -m crates/om4-python/Cargo.toml -i "$py" -o target/wheels

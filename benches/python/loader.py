@@ -13,6 +13,15 @@ wheel), or through upstream's own extension with ``--upstream-so`` (the .so in i
 
     target/torch-venv/bin/python benches/python/loader.py --upstream-src DIR STORE_DIR
 
+On a GPU (``--device cuda``; scripts/gpu-check.sh runs it): upstream's loader as its Trainer builds
+it for a CUDA run (``prefetch_to_device``: pinned read buffers, copied and prepared on its own CUDA
+stream ahead of the model), against om4.Loader with ``pin_memory=True`` and without, each batch's
+arrays put on the GPU as a plain PyTorch loop does (``torch.from_numpy(a).to("cuda",
+non_blocking=True)``). The consumer's compute is GPU work (``torch.cuda._sleep``) for --compute-ms,
+synchronized at the end of each step as a loss read back would; each batch's overhead is the step's
+wall time minus that compute (waiting for the batch plus copies not hidden). Back to back, the
+seconds of each om4 batch's copy are timed too (host-to-device GB/s, pinned against pageable).
+
 STORE_DIR holds OM4.zarr, OM4_means.zarr, OM4_stds.zarr (``om4 synth --grid 1deg``). Upstream's
 xarray code needs two things of a store that ``om4 synth`` writes otherwise: a julian calendar
 (synth writes noleap; the dates agree within 1958) and bool masks without a fill value (xarray
@@ -67,7 +76,7 @@ def upstream_loader(src: Path, root: Path, args, out: Path, loading="rust", modu
 
     config = TrainConfig.from_yaml_and_cli(
         [str(src / "configs/test/train_default.yaml"), "--experiment.data_root", str(root),
-         "--experiment.base_output_dir", str(out), "--backend", "cpu"]
+         "--experiment.base_output_dir", str(out), "--backend", args.device]
     )
     train, val = args.train.split(".."), args.val.split("..")
     config.data.sources = [
@@ -83,7 +92,8 @@ def upstream_loader(src: Path, root: Path, args, out: Path, loading="rust", modu
     ]
     if loading == "rust":
         config.data.loading = RustDataLoadingConfig(
-            prefetch_batches=args.prefetch, max_concurrent_reads=args.threads, prefetch_to_device=False
+            prefetch_batches=args.prefetch, max_concurrent_reads=args.threads,
+            prefetch_to_device=args.device == "cuda",
         )
     else:
         config.data.loading = CpuDataLoadingConfig(num_workers=args.threads, persistent_workers=True)
@@ -119,27 +129,77 @@ def patch_store(data: Path):
         consolidated.write_text(json.dumps(meta))
 
 
-def om4_loader(root: Path, prognostic, boundary, args):
+def om4_loader(root: Path, prognostic, boundary, args, pin_memory=False):
     return om4.Loader(
         root / "OM4.zarr", prognostic=prognostic, boundary=boundary, time=args.train, hist=1, steps=2,
         batch_size=args.batch_size, seed=15, prefetch=args.prefetch, max_concurrent_reads=args.threads,
+        pin_memory=pin_memory,
     )
 
 
-def pull(iterator, batches, compute_s):
-    """Seconds for `batches` batches back to back (compute_s = 0), or each batch's wait."""
-    waits = []
+class Gpu:
+    """The consumer's side on a CUDA device: om4's arrays put on it as a plain loop does, and GPU
+    compute of a given length."""
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device("cuda")
+        torch.cuda.init()
+        # torch.cuda._sleep spins for a number of clock cycles: calibrate cycles per second.
+        torch.cuda._sleep(1_000_000)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        torch.cuda._sleep(100_000_000)
+        torch.cuda.synchronize()
+        self.cycles_per_s = 100_000_000 / (time.perf_counter() - t0)
+
+    def put(self, batch):
+        """om4's batch on the GPU (model input and label of each step; prognostic and boundary
+        are views of the input); upstream's is there already."""
+        if not hasattr(batch, "steps") or not hasattr(batch.steps[0], "model_input"):
+            return batch, 0
+        to = lambda a: self.torch.from_numpy(a).to(self.device, non_blocking=True)  # noqa: E731
+        steps = [(to(s.model_input), to(s.label)) for s in batch.steps]
+        return steps, sum(s.model_input.nbytes + s.label.nbytes for s in batch.steps)
+
+    def compute(self, seconds):
+        self.torch.cuda._sleep(int(seconds * self.cycles_per_s))
+
+    def sync(self):
+        """What a loss read back waits for: the model's stream."""
+        self.torch.cuda.current_stream().synchronize()
+
+
+def pull(iterator, batches, compute_s, gpu=None):
+    """Seconds for `batches` batches back to back (compute_s = 0), each batch's wait, each step's
+    overhead (wall time less compute, on a GPU) and each batch's copy seconds and bytes."""
+    waits, overheads, copies = [], [], []
     batch = None
     t_all = time.perf_counter()
     for _ in range(batches):
         t0 = time.perf_counter()
         new = next(iterator)
         waits.append(time.perf_counter() - t0)
+        if gpu is not None:
+            t1 = time.perf_counter()
+            new, nbytes = gpu.put(new)
+            if not compute_s and nbytes:  # om4's copy, timed by itself
+                gpu.sync()
+                copies.append((time.perf_counter() - t1, nbytes))
         batch = new  # as a training loop holds its batch until the next one: freeing it is not waiting
         if compute_s:
-            time.sleep(compute_s)
+            if gpu is None:
+                time.sleep(compute_s)
+            else:
+                gpu.compute(compute_s)
+                gpu.sync()
+                overheads.append(time.perf_counter() - t0 - compute_s)
     del batch
-    return time.perf_counter() - t_all, waits
+    if gpu is not None:
+        gpu.torch.cuda.synchronize()  # every stream: upstream prepares on its own
+    return time.perf_counter() - t_all, waits, overheads, copies
 
 
 def main():
@@ -159,7 +219,12 @@ def main():
     ap.add_argument("--json", type=Path, help="write every round's numbers here (benches/python/plot.py reads them)")
     ap.add_argument("--xarray", action="store_true",
                     help="also upstream's CPU loader (xarray datasets, --threads DataLoader workers) as a third column")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: batches delivered on the GPU (upstream's CUDA prefetch; om4 pinned and pageable)")
     args = ap.parse_args()
+    if args.xarray and args.device != "cpu":
+        ap.error("--xarray is a CPU column: run it with --device cpu")
+    gpu = Gpu() if args.device == "cuda" else None
     if args.patch_store:
         patch_store(args.root / "OM4.zarr")
     with tempfile.TemporaryDirectory() as out:
@@ -168,7 +233,11 @@ def main():
         from samudra.constants import build_om4_layout
 
         layout = build_om4_layout(prognostic_vars_key="thermo_dynamic_5", boundary_vars_key="tau_hfds")
-        ours = om4_loader(args.root, list(layout.prognostic_var_names), list(layout.boundary_var_names), args)
+        channels = list(layout.prognostic_var_names), list(layout.boundary_var_names)
+        mine = {"om4": om4_loader(args.root, *channels, args)}
+        if gpu is not None:
+            mine["om4 pinned"] = om4_loader(args.root, *channels, args, pin_memory=True)
+        ours = mine["om4"]
         # Both loaders' first batch of an epoch, before anything is timed: the same shapes, and
         # (same seed, same sampler) the same values.
         upstream = {"upstream": up}
@@ -182,12 +251,12 @@ def main():
             a = next(iter(loader))
             for k, step in enumerate(b.steps):
                 for i, field in enumerate(["prognostic", "boundary", "label"]):
-                    theirs, mine = a[k][i].numpy(), getattr(step, field)
-                    assert theirs.shape == mine.shape, (name, k, field, theirs.shape, mine.shape)
-                    same = theirs.tobytes() == mine.tobytes()
+                    theirs, ours_ = a[k][i].cpu().numpy(), getattr(step, field)
+                    assert theirs.shape == ours_.shape, (name, k, field, theirs.shape, ours_.shape)
+                    same = theirs.tobytes() == ours_.tobytes()
                     print(f"{name} step {k} {field}: equal bit for bit: {same}", file=sys.stderr)
-        names = [*upstream, "om4"]
-        results = {name: {"all": [], "wait": []} for name in names}
+        names = [*upstream, *mine]
+        results = {name: {"all": [], "wait": [], "overhead": [], "copy_gbs": []} for name in names}
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[: r % len(names)]:
                 for compute in (0.0, args.compute_ms / 1e3):
@@ -195,22 +264,31 @@ def main():
                         upstream[name].set_epoch(r)
                         it = iter(upstream[name])
                     else:
-                        it = ours.epoch(r)
-                    total, waits = pull(it, args.batches, compute)
+                        it = mine[name].epoch(r)
+                    total, waits, overheads, copies = pull(it, args.batches, compute, gpu)
                     del it
                     if compute:
                         results[name]["wait"] += waits[1:]  # the first batch has nothing to hide behind
+                        results[name]["overhead"] += overheads[1:]
                     else:
                         results[name]["all"].append(args.batches / total)
-        print(f"{'loader':<9} {'batches/s (median)':>19} {'exposed wait p50 ms':>20} {'p95 ms':>8}")
+                        results[name]["copy_gbs"] += [n / s / 1e9 for s, n in copies]
+        ms = lambda v, q: sorted(v)[min(len(v) - 1, int(q * len(v)))] * 1e3  # noqa: E731
+        where = "on the GPU" if gpu else "prepared"
+        print(f"{'loader':<11} {'batches/s ' + where + ' (median)':>30} {'exposed wait p50 ms':>20} {'p95 ms':>8}"
+              + (f" {'step overhead p50 ms':>21} {'p95 ms':>8} {'copy GB/s':>10}" if gpu else ""))
         for name, res in results.items():
-            w = sorted(res["wait"])
-            p95 = w[min(len(w) - 1, int(0.95 * len(w)))]
-            print(f"{name:<9} {statistics.median(res['all']):>19.2f} {statistics.median(w) * 1e3:>20.2f} {p95 * 1e3:>8.2f}")
+            line = (f"{name:<11} {statistics.median(res['all']):>30.2f} {ms(res['wait'], 0.5):>20.2f}"
+                    f" {ms(res['wait'], 0.95):>8.2f}")
+            if gpu:
+                copy = f"{statistics.median(res['copy_gbs']):.1f}" if res["copy_gbs"] else "-"
+                line += f" {ms(res['overhead'], 0.5):>21.2f} {ms(res['overhead'], 0.95):>8.2f} {copy:>10}"
+            print(line)
         for name in upstream:
-            ratio = statistics.median(results["om4"]["all"]) / statistics.median(results[name]["all"])
-            print(f"om4 / {name} prepared batches per second: {ratio:.2f}x "
-                  f"(batch {args.batch_size}, hist 1, 2 steps, {args.threads} read threads, prefetch {args.prefetch})")
+            for own in mine:
+                ratio = statistics.median(results[own]["all"]) / statistics.median(results[name]["all"])
+                print(f"{own} / {name} batches per second {where}: {ratio:.2f}x (batch {args.batch_size}, hist 1, "
+                      f"2 steps, {args.threads} read threads, prefetch {args.prefetch}, {args.device})")
         if args.json:
             args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}))
 

@@ -20,12 +20,17 @@ Two cases (--case):
     python check_forward_1deg.py --upstream-src /path/to/Samudra/src \
         --forward-bin target/release/examples/samudra_forward [--presets tiny,v2_highres] \
         [--case nested|independent] [--masks blobs|cells] [--seed N] [--work DIR]
+
+On a GPU (scripts/gpu-check.sh): `--forward-bin "gpu_check forward --device cuda"` (a command
+line: the forward pass on the device) and `--torch-device cuda` (torch's float64 reference and its
+float32 forward there, TF32 off so that float32 is float32).
 """
 
 import argparse
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -52,7 +57,8 @@ H, W, HIST, N_PROG, N_BND = 180, 360, 1, 77, 3
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--upstream-src", default=os.environ.get("SAMUDRA_SRC", "/work/upstream-samudra/src"))
-    ap.add_argument("--forward-bin", required=True)
+    ap.add_argument("--forward-bin", required=True, help="samudra_forward, or a command line that runs it")
+    ap.add_argument("--torch-device", default="cpu", help="where torch's reference forwards run")
     ap.add_argument("--presets", default="tiny,v1,v2,v2_highres")
     ap.add_argument("--case", default="nested", choices=["nested", "independent"])
     ap.add_argument("--masks", default="blobs", choices=["blobs", "cells"],
@@ -73,6 +79,9 @@ def main() -> None:
     from samudra.utils.ctx import GridContext
 
     torch.set_num_threads(os.cpu_count() or 2)
+    dev = torch.device(args.torch_device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     fwd64 = mum.forward_once_float64(src)
     work = Path(args.work or tempfile.mkdtemp(prefix="om4-1deg-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -117,17 +126,19 @@ def main() -> None:
         model.eval()
         weights = work / f"{name}.safetensors"
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
+        xd, ctxd = x.to(dev), ctx.to(dev)
+        model.to(dev)
         with torch.no_grad():
-            ref32 = model.forward_once(x[:, :prog_ch], x[:, prog_ch:], ctx).numpy().astype(np.float64)
+            ref32 = model.forward_once(xd[:, :prog_ch], xd[:, prog_ch:], ctxd).cpu().numpy().astype(np.float64)
         t0 = time.time()
         with torch.no_grad():
-            ref = fwd64(model.double(), x[:, :prog_ch].double(), x[:, prog_ch:].double(), ctx).numpy()
+            ref = fwd64(model.double(), xd[:, :prog_ch].double(), xd[:, prog_ch:].double(), ctxd).cpu().numpy()
         t_torch = time.time() - t0
         err32 = float(np.max(np.abs(ref32 - ref)) / np.max(np.abs(ref)))
         out = work / f"{name}_om4.npy"
         t0 = time.time()
         subprocess.run(
-            [args.forward_bin, "--weights", str(weights), "--model", name, "--in-channels", str(prog_ch + bnd_ch),
+            [*shlex.split(args.forward_bin), "--weights", str(weights), "--model", name, "--in-channels", str(prog_ch + bnd_ch),
              "--out-channels", str(prog_ch), "--input", str(work / "input.npy"), "--mask", str(work / "mask.npy"),
              "--out", str(out)],
             check=True,
