@@ -77,13 +77,15 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
-        Command::Forward { device, args } => match train::device(&device).map_err(Into::into).and_then(|d| forward::run(&args, &d)) {
-            Ok(()) => std::process::ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                std::process::ExitCode::FAILURE
+        Command::Forward { device, args } => {
+            match train::device(&device).map_err(Into::into).and_then(|d| forward::run(&args, &d)) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::ExitCode::FAILURE
+                }
             }
-        },
+        }
         Command::Prepare { device, ny, nx } => match prepare(&device, ny, nx) {
             Ok(true) => std::process::ExitCode::SUCCESS,
             Ok(false) => std::process::ExitCode::FAILURE,

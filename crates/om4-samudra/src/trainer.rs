@@ -465,10 +465,8 @@ impl<S: BatchSource> Trainer<S> {
             Tensor::<1>::from_data(TensorData::new(d.tiled(states), [d.scales.len() * states]), &self.device)
         });
         let loss = self.targets.loss(&self.model, batch, scales);
-        let value = loss
-            .clone()
-            .try_into_scalar::<f32>()
-            .map_err(|e| Error::Device { what: "loss", reason: e.to_string() })?;
+        let value =
+            loss.clone().try_into_scalar::<f32>().map_err(|e| Error::Device { what: "loss", reason: e.to_string() })?;
         let distributed = self.parallel.collective().is_some();
         if !value.is_finite() {
             let e = Error::NonFinite { what: "loss", epoch, batch: k, value };
