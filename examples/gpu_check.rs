@@ -13,6 +13,10 @@
 //! - `gpu_check forward --device cuda …`: `samudra_forward …` on a device (forward parity with
 //!   upstream, `tests/data/upstream/check_forward_1deg.py --forward-bin "gpu_check forward --device cuda"`).
 //!
+//! - `gpu_check ops --device wgpu`: every operation of the training step (convolutions, norms,
+//!   GELU, padding, pooling, upsampling), forward and gradients, then clipping with Adam and whole
+//!   steps from the same weights, against flex within a stated bound (scripts/software-gpu.sh).
+//!
 //! All run on the CPU too (`--device cpu`), which is how they are checked without a GPU.
 
 use std::sync::Arc;
@@ -26,6 +30,8 @@ use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 mod demo;
 #[path = "common/forward.rs"]
 mod forward;
+#[path = "common/ops.rs"]
+mod ops;
 #[path = "common/profile.rs"]
 mod profile;
 #[path = "common/step.rs"]
@@ -44,7 +50,7 @@ struct Cli {
 enum Command {
     /// Batches prepared on the device equal the host reference bit for bit.
     Prepare {
-        /// cpu, cuda[:N] or vulkan[:N] (GPU backends need their cargo feature).
+        /// cpu, cuda[:N], vulkan[:N] or wgpu[:N] (GPU backends need their cargo feature).
         #[arg(long, default_value = "cpu")]
         device: String,
         /// Grid of the synthetic store (rows × columns).
@@ -53,13 +59,16 @@ enum Command {
         #[arg(long, default_value_t = 90)]
         nx: usize,
     },
+    /// Every operation of Samudra's training step, forward and backward, and whole steps, on the
+    /// device against flex (exits 1 above the tolerance).
+    Ops(ops::OpsArgs),
     /// Train as `train_samudra` does (same flags).
     Train(Box<train::Args>),
     /// Time Samudra's optimizer step on synthetic inputs (om4's side of benches/step/step.py).
     Step(step::StepArgs),
     /// One forward pass with upstream weights on .npy input, as `samudra_forward`, on a device.
     Forward {
-        /// cpu, cuda[:N] or vulkan[:N].
+        /// cpu, cuda[:N], vulkan[:N] or wgpu[:N].
         #[arg(long, default_value = "cpu")]
         device: String,
         #[command(flatten)]
@@ -77,8 +86,16 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
+        Command::Ops(args) => match ops::main(&args) {
+            Ok(true) => std::process::ExitCode::SUCCESS,
+            Ok(false) => std::process::ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        },
         Command::Forward { device, args } => {
-            match train::device(&device).map_err(Into::into).and_then(|d| forward::run(&args, &d)) {
+            match train::open_device(&device, None).and_then(|d| forward::run(&args, &d.device)) {
                 Ok(()) => std::process::ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -115,7 +132,7 @@ fn epoch(loader: &om4_burn::Loader<Om4Source>) -> Result<Vec<Vec<u32>>, Box<dyn 
 }
 
 fn prepare(device_name: &str, ny: usize, nx: usize) -> Result<bool, Box<dyn std::error::Error>> {
-    let device = train::device(device_name)?;
+    let device = train::open_device(device_name, None)?.device;
     let dir = tempfile::tempdir()?;
     let cfg = SynthConfig { ny, nx, times: 16, levels: 3, consolidated: false, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {})?;

@@ -7,11 +7,11 @@
 use std::io::BufRead;
 use std::time::Instant;
 
+use burn::module::Module;
 use burn::tensor::{Distribution, Tensor};
 use om4_burn::{ModelBatch, StepTensors};
 use om4_samudra::{LossTargets, Samudra, SamudraConfig, gradients, optimizer};
 
-use crate::train::device;
 
 /// Samudra's variables at history 1: 2 · 77 prognostic and 2 · 3 boundary channels.
 const HIST: usize = 1;
@@ -35,7 +35,7 @@ pub(crate) struct StepArgs {
     /// The U-Net in bfloat16 (upstream's use_bfloat16).
     #[arg(long)]
     pub(crate) bf16: bool,
-    /// cpu, cuda[:N] or vulkan[:N].
+    /// cpu, cuda[:N], vulkan[:N] or wgpu[:N].
     #[arg(long, default_value = "cpu")]
     pub(crate) device: String,
     /// Steps before timing (the first one compiles and tunes kernels on a GPU).
@@ -75,11 +75,17 @@ impl Bench {
         if args.batch == 0 || args.steps == 0 {
             return Err("--batch and --steps must be at least 1".into());
         }
-        let device = device(&args.device)?.autodiff();
-        device.seed(0);
+        let device = crate::train::open_device(&args.device, None)?.device.autodiff();
         let (states, b) = (HIST + 1, args.batch);
         let (prog, bound) = (states * PROGNOSTIC, states * BOUNDARY);
-        let model = config.init(prog + bound, prog, &device);
+        // The weights are drawn on the host and moved, as the trainer draws them: the same network
+        // on every device.
+        let host = burn::tensor::Device::flex().autodiff();
+        host.seed(0);
+        let model = config.init(prog + bound, prog, &host);
+        let _drawn = model.valid();
+        let model = model.fork(&device);
+        device.seed(0);
         let parameters = om4_samudra::model::trainable_params(&model);
         let normal = Distribution::Normal(0.0, 1.0);
         let wet = Tensor::<4>::random([1, prog, ny, nx], Distribution::Uniform(0.0, 1.0), &device).greater_elem(0.3);

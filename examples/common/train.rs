@@ -54,9 +54,14 @@ pub(crate) struct Args {
     /// (safetensors with upstream's names).
     #[arg(long)]
     save_weights: Option<PathBuf>,
-    /// cpu (default), cuda[:N], vulkan[:N]; GPU backends need a build with their cargo feature.
+    /// cpu (default), cuda[:N], vulkan[:N], wgpu[:N]; GPU backends need a build with their cargo
+    /// feature. A CUDA device stages batches in pinned memory of its own context.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// How much cubecl tunes each kernel on a GPU: minimal, balanced (default), extensive, full
+    /// (overrides cubecl.toml's `[autotune] level`; docs/gpu.md says what each costs).
+    #[arg(long, value_name = "LEVEL")]
+    autotune_level: Option<om4_burn::AutotuneLevel>,
     /// Train data-parallel as one rank of an MPI job (`mpirun -n W … train_samudra --mpi`): each
     /// rank trains on its slice of upstream's DDP schedule (`--batch-size` per rank) and the
     /// gradients are averaged; rank 0 alone prints and writes checkpoints (build with `--features mpi`).
@@ -92,60 +97,33 @@ pub(crate) fn demo_run(
     Ok(())
 }
 
-/// A device by name: `cpu`, `cuda` or `cuda:N`, `vulkan` (wgpu's default: the high-power GPU,
-/// or `CUBECL_WGPU_DEFAULT_DEVICE`) or `vulkan:N` (the N-th discrete GPU).
-pub(crate) fn device(name: &str) -> Result<Device, String> {
-    let (backend, index) = match name.split_once(':') {
-        Some((b, i)) => (b, Some(i.parse::<usize>().map_err(|_| format!("device {name:?}: {i:?} is not an index"))?)),
-        None => (name, None),
-    };
-    let device = match (backend, index) {
-        ("cpu" | "flex", None) => Device::flex(),
-        #[cfg(feature = "cuda")]
-        ("cuda", i) => Device::cuda(i.unwrap_or(0)),
-        #[cfg(feature = "vulkan")]
-        ("vulkan", None) => Device::vulkan(burn::tensor::DeviceKind::DefaultDevice),
-        #[cfg(feature = "vulkan")]
-        ("vulkan", Some(i)) => Device::vulkan(burn::tensor::DeviceKind::DiscreteGpu(i)),
-        _ => {
-            return Err(format!(
-                "device {name:?} is not in this build: GPU backends need their cargo feature \
-                 (`--features cuda` for --device cuda[:N], `--features vulkan` for --device vulkan[:N]); CPU: --device cpu"
-            ));
-        }
-    };
-    probe(name, device)
-}
-
-/// Uses `device` once, so that a missing driver or adapter (which the backends report by
-/// panicking on first use) is an error here, not a panic in the middle of training.
-fn probe(name: &str, device: Device) -> Result<Device, String> {
-    // The backend may panic on its own threads first; the first message says why.
-    let first = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
-    let hook = std::panic::take_hook();
-    let record = std::sync::Arc::clone(&first);
-    std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()));
-        if let (Ok(mut slot), Some(m)) = (record.lock(), message) {
-            slot.get_or_insert(m);
-        }
-    }));
-    let used = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        burn::tensor::Tensor::<1>::from_data([1.0f32, 2.0], &device).sum().into_scalar::<f32>()
-    }));
-    std::panic::set_hook(hook);
-    match used {
-        Ok(3.0) => Ok(device),
-        Ok(v) => Err(format!("device {name:?} computed 1 + 2 = {v}")),
-        Err(_) => {
-            let reason = first.lock().ok().and_then(|m| m.clone()).unwrap_or_else(|| "the backend panicked".into());
-            Err(format!("cannot use device {name:?}: {reason}"))
-        }
+/// Applies cubecl's settings (cubecl.toml, `CUBECL_*`, `autotune`) for a GPU device, then opens
+/// the device by name with the staging pool that suits it (om4_burn::TrainingDevice). The settings
+/// are printed once, on the first GPU device opened.
+pub(crate) fn open_device(
+    name: &str,
+    autotune: Option<om4_burn::AutotuneLevel>,
+) -> Result<om4_burn::TrainingDevice, Box<dyn std::error::Error>> {
+    static CONFIGURED: std::sync::Once = std::sync::Once::new();
+    let parsed: om4_burn::DeviceName = name.parse()?;
+    if parsed.is_gpu() {
+        let mut result = Ok(());
+        CONFIGURED.call_once(|| {
+            result = om4_burn::configure_cubecl(&om4_burn::CubeclSettings { autotune_level: autotune }).map(|summary| {
+                if let Some(s) = summary {
+                    let logs: Vec<String> = s.logs.iter().map(|p| p.display().to_string()).collect();
+                    println!(
+                        "cubecl: autotune level {}, kernel cache {}, logs {}",
+                        s.autotune_level,
+                        if s.kernel_cache { "on" } else { "off" },
+                        if logs.is_empty() { "off".to_string() } else { logs.join(", ") }
+                    );
+                }
+            });
+        });
+        result?;
     }
+    Ok(om4_burn::TrainingDevice::open(name)?)
 }
 
 /// The MPI job this process is a rank of (with `--mpi`).
@@ -255,11 +233,6 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
     let model_name = run.model.name.clone().unwrap_or_else(|| "tiny".into());
     // The store opens once: its levels resolve Samudra's channels, and both splits share it.
     let splits = run.data.open()?;
-    // On CUDA, the loaders stage batches in pinned host memory that cubecl DMAs without a copy.
-    #[cfg(feature = "cuda")]
-    let staging = if args.device == "cuda" { om4_burn::BufferPool::pinned(0)? } else { om4_burn::BufferPool::new() };
-    #[cfg(not(feature = "cuda"))]
-    let staging = om4_burn::BufferPool::new();
     let grid = om4_burn::BatchSource::grid(&splits.train);
     let header = format!(
         "training {model_name} on {} ({} prognostic + {} boundary channels, {}×{}), hist {}, steps {}, batch {}",
@@ -272,7 +245,9 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         config.steps,
         config.batch_size,
     );
-    let device = device(&args.device)?;
+    // On CUDA, the loaders stage batches in pinned host memory of the device's own context, which
+    // cubecl DMAs without a copy.
+    let om4_burn::TrainingDevice { device, staging, .. } = open_device(&args.device, args.autotune_level)?;
     #[cfg(feature = "mpi")]
     if args.sharded {
         if !matches!(parallel, om4_samudra::DataParallel::Rank(_)) {

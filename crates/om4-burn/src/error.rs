@@ -10,6 +10,18 @@ pub enum Error {
     /// Buffers or normalizations do not match a batch's plan.
     #[error(transparent)]
     Plan(#[from] om4_batch::Error),
+    /// A device that cannot be opened: a bad name, a backend this build lacks, or one whose driver
+    /// or adapter is missing.
+    #[error("device {name:?}: {reason}")]
+    Device {
+        /// The name asked for.
+        name: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A setting that cannot take effect.
+    #[error("{0}")]
+    Config(String),
 }
 
 /// `Result` with om4-burn's [`Error`].

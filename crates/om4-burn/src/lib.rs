@@ -41,7 +41,10 @@
 //! Crate features (all off by default; everything builds and tests on the CPU `flex` backend):
 //! - `pinned`: page-locked staging buffers (`BufferPool::pinned`, from om4-pipeline), which cubecl
 //!   DMAs without restaging. The driver is loaded at run time, so this builds without a toolkit.
-//! - `cuda`: Burn's CUDA backend, with `pinned`. `vulkan`: Burn's wgpu/Vulkan backend.
+//! - `cuda`: Burn's CUDA backend, with `pinned`. `vulkan`: Burn's Vulkan backend (SPIR-V).
+//!   `wgpu`: Burn's WebGPU backend (WGSL). Each with fusion, autotune and cubecl's on-disk caches;
+//!   [`TrainingDevice::open`] opens any of them by name with the staging pool that suits it, and
+//!   [`configure_cubecl`] applies `cubecl.toml` and the autotune level before the first use.
 
 #![warn(missing_docs)]
 
@@ -50,6 +53,7 @@ mod dataset;
 mod device;
 mod error;
 mod loader;
+mod select;
 mod staging;
 
 #[cfg(feature = "dataset")]
@@ -57,6 +61,7 @@ pub use dataset::{Om4Batcher, Om4Dataset, SampleItem};
 pub use device::{DeviceNormalization, ModelBatch, StepTensors, label_mask, prepare_batch, to_model_batch};
 pub use error::{Error, Result};
 pub use loader::{EpochIter, LoadedBatch, Loader, OnDevice, loader};
+pub use select::{AutotuneLevel, CubeclSettings, CubeclSummary, DeviceName, TrainingDevice, configure_cubecl};
 
 // The pipeline's vocabulary, so that a Burn user needs one import path.
 pub use om4_pipeline::{

@@ -86,6 +86,7 @@ impl Finish for OnDevice {
             match e {
                 Error::Plan(e) => Box::new(om4_pipeline::Error::Plan(e)),
                 Error::Pipeline(e) => Box::new(e),
+                other => Box::new(other),
             }
         })
     }

@@ -161,17 +161,25 @@ impl<S: BatchSource> TrainerBuilder<S> {
         let grid = train_src.grid();
         let prog = &train_src.normalizations()[Roles::PROGNOSTIC];
         let targets = LossTargets::new(om4_burn::label_mask(prog, states, grid, &device), states * c_prog);
-        // Seeded initialization: the same config trains the same network. Burn's seed is global
-        // to the process and parameters draw their values when first read (here: by the EMA's
-        // copy, in module order), so trainers built at once (thread ranks, tests) do both one at
-        // a time.
+        // Seeded initialization: the same config trains the same network on every backend. The
+        // weights are drawn on the host (flex), whatever the device, and moved: each backend has
+        // its own generator. Burn's seed is global to the process and parameters draw their
+        // values when first read (here: by the EMA's copy, in module order), so trainers built at
+        // once (thread ranks, tests) do both one at a time.
         static SEEDED_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let (mut model, mut ema) = {
             let _one_at_a_time = SEEDED_INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            device.seed(config.rand_seed);
-            let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &device);
-            let ema = Ema::new(&model, config.ema_decay);
-            (model, ema)
+            let host = Device::flex().autodiff();
+            host.seed(config.rand_seed);
+            let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &host);
+            let drawn = Ema::new(&model, config.ema_decay);
+            if host == device {
+                (model, drawn)
+            } else {
+                let model = model.fork(&device);
+                let ema = Ema::new(&model, config.ema_decay);
+                (model, ema)
+            }
         };
         // Every rank starts from rank 0's weights, as DDP's construction broadcasts them.
         if let Some(collective) = parallel.collective() {

@@ -1,10 +1,11 @@
 //! The network's fast paths against simple references: the convolutions (1×1 as a matrix
 //! product, k×k with the weight gradient as GEMMs) against float64 loops, forward and every
 //! gradient; the longitude padding by slices against the padding by index, and the capped GELU
-//! against its composition from Burn's operations, bit for bit.
+//! against its composition from Burn's operations, bit for bit; the GPU backends' GELU (tensor
+//! operations) against the exact derivative.
 
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
-use om4_samudra::model::{capped_gelu, conv, gemm_weight_gradient, pad_lonlat, wrap_longitude};
+use om4_samudra::model::{capped_gelu, capped_gelu_ops, conv, gemm_weight_gradient, pad_lonlat, wrap_longitude};
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data().try_to_vec::<f32>().unwrap()
@@ -139,4 +140,45 @@ fn capped_gelu_equals_the_composition_bit_for_bit() {
     assert_eq!(bits(values(ya.clone().inner())), bits(values(yb.clone().inner())), "with autodiff");
     let (ga, gb) = ((ya * weights.clone()).sum().backward(), (yb * weights).sum().backward());
     assert_eq!(bits(values(a.grad(&ga).unwrap())), bits(values(b.grad(&gb).unwrap())), "gradient");
+}
+
+/// The capped GELU that every backend but flex runs (tensor operations under autodiff) has the
+/// exact derivative `Φ(x) + x·φ(x)`: its values and gradients equal flex's exact pass within
+/// float32 rounding of the operations (4 ulp of max(|v|, 1)), and its gradient is not the
+/// tanh approximation's (Burn's `gelu_backward` on cubecl), which is up to 8.7e-4 away near x = 2.
+#[test]
+fn the_gpu_gelu_has_the_exact_gradient() {
+    let n = 20_001;
+    let data: Vec<f32> = (0..n).map(|i| -12.0 + 24.0 * i as f32 / (n - 1) as f32).collect();
+    let device = Device::flex().autodiff();
+    let run = |f: fn(Tensor<4>) -> Tensor<4>| {
+        let x = Tensor::<4>::from_data(TensorData::new(data.clone(), [1, 1, 1, n]), &device).require_grad();
+        let y = f(x.clone());
+        let grads = y.clone().sum().backward();
+        (values(y.inner()), values(x.grad(&grads).unwrap()))
+    };
+    let ((y_ops, g_ops), (y_flex, g_flex)) = (run(capped_gelu_ops), run(capped_gelu));
+    let close = |a: f32, b: f32| (a - b).abs() <= 4.0 * f32::EPSILON * a.abs().max(b.abs()).max(1.0);
+    for i in 0..n {
+        assert!(close(y_ops[i], y_flex[i]), "value at x = {}: {} vs {}", data[i], y_ops[i], y_flex[i]);
+        assert!(close(g_ops[i], g_flex[i]), "gradient at x = {}: {} vs {}", data[i], g_ops[i], g_flex[i]);
+    }
+    // Against float64's exact derivative, and away from the tanh approximation's.
+    let exact = |x: f64| 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)) + x * (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let tanh_approx = |x: f64| {
+        let (x3, c) = (x * x * x, (2.0 / std::f64::consts::PI).sqrt());
+        let t = (c * (x + 0.044715 * x3)).tanh();
+        0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+    };
+    let (mut worst_exact, mut worst_tanh) = (0f64, 0f64);
+    for (i, &x) in data.iter().enumerate() {
+        if (0.5 * x * (1.0 + libm::erff(x / std::f32::consts::SQRT_2))) > 10.0 {
+            assert_eq!(g_ops[i], 0.0, "capped at x = {x}");
+            continue;
+        }
+        worst_exact = worst_exact.max((g_ops[i] as f64 - exact(x as f64)).abs());
+        worst_tanh = worst_tanh.max((g_ops[i] as f64 - tanh_approx(x as f64)).abs());
+    }
+    assert!(worst_exact < 2e-6, "exact derivative off by {worst_exact}");
+    assert!(worst_tanh > 5e-4, "indistinguishable from the tanh approximation ({worst_tanh})");
 }

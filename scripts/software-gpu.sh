@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# cubecl's code path on a software Vulkan device (Mesa's lavapipe: llvmpipe, a CPU), as CI runs it:
+#
+#   scripts/software-gpu.sh          # installs what is missing (apt), builds, then:
+#     1. gpu_check ops --device wgpu: every operation of Samudra's training step, forward and
+#        gradients, then clipping with Adam and whole training steps from the same weights,
+#        against Burn's CPU backend within the stated bound (exits 1 above it);
+#     2. train_samudra --epochs 1 on the demo store, on the CPU and on the wgpu device, with
+#        fusion and autotune as users get them: the two runs' losses must agree within
+#        OM4_SOFTWARE_GPU_RTOL (relative, default 1e-3).
+#
+# Burn's `wgpu` feature (WGSL through naga) runs on lavapipe; its `vulkan` feature (cubecl's
+# SPIR-V) crashes lavapipe's pipeline creation (docs/gpu.md). The build is the debug profile with
+# Burn's crates optimized (Cargo.toml's dev profile) and --workspace, so it shares everything
+# but Burn's GPU crates with CI's other builds. OM4_SOFTWARE_GPU_LEVEL sets the autotune level of
+# the training run (default: cubecl.toml's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rtol=${OM4_SOFTWARE_GPU_RTOL:-1e-3}
+out=target/software-gpu
+mkdir -p "$out"
+
+# lavapipe and the Vulkan loader (Debian: mesa-vulkan-drivers, libvulkan1).
+if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends mesa-vulkan-drivers libvulkan1 >/dev/null
+fi
+# Only lavapipe: no other ICD (a real GPU's) is picked, whatever the machine has.
+export VK_ICD_FILENAMES VK_DRIVER_FILES
+VK_ICD_FILENAMES=$(ls /usr/share/vulkan/icd.d/lvp_icd*.json | head -1)
+VK_DRIVER_FILES=$VK_ICD_FILENAMES
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
+
+start=$(date +%s)
+cargo build --locked --workspace --features om4/wgpu --example train_samudra --example gpu_check
+echo "build: $(( $(date +%s) - start )) s"
+bin=target/debug/examples
+
+start=$(date +%s)
+"$bin/gpu_check" ops --device wgpu | tee "$out/ops.md"
+echo "ops check: $(( $(date +%s) - start )) s"
+
+level=()
+[ -n "${OM4_SOFTWARE_GPU_LEVEL:-}" ] && level=(--autotune-level "$OM4_SOFTWARE_GPU_LEVEL")
+export OM4_DEMO_DIR="$out/demo"
+"$bin/train_samudra" --epochs 1 --device cpu | tee "$out/cpu.log"
+start=$(date +%s)
+"$bin/train_samudra" --epochs 1 --device wgpu "${level[@]}" | tee "$out/wgpu.log"
+echo "wgpu epoch: $(( $(date +%s) - start )) s"
+
+losses() { grep -o 'train loss [0-9.]*  val loss [0-9.]*' "$1" | awk '{print $3, $6}'; }
+read -r cpu_train cpu_val <<<"$(losses "$out/cpu.log")"
+read -r gpu_train gpu_val <<<"$(losses "$out/wgpu.log")"
+python3 - "$cpu_train" "$cpu_val" "$gpu_train" "$gpu_val" "$rtol" <<'PY'
+import sys
+ct, cv, gt, gv, rtol = map(float, sys.argv[1:])
+worst = max(abs(gt - ct) / abs(ct), abs(gv - cv) / abs(cv))
+print(f"losses: cpu train {ct} val {cv}; wgpu train {gt} val {gv}; largest relative difference {worst:.2e} (bound {rtol:g})")
+sys.exit(0 if worst <= rtol else 1)
+PY
