@@ -28,7 +28,9 @@
 #      pageable GB/s; d. copy/compute overlap (both from tests/pinned.rs); pinned loader batches
 #      through Burn equal pageable ones (tests/cuda.rs);
 #   b. gpu_check prepare --device cuda: device-prepared batches equal the host reference bit for bit;
-#   c. the demo trained 2 epochs on cuda and on cpu (train losses within 1e-3 relative), then v2
+#   c. gpu_check ops --device cuda (every step operation, clip + Adam and whole steps against flex,
+#      bound 1e-2 for TF32); the demo trained 2 epochs on cuda and on cpu (train losses within 1e-3
+#      relative; its first batch split into autotune, compilation and the rest), then v2
 #      at 1° (hist 1, 4 steps, batch 1 and 4, and 4 with --bf16): samples/s, data wait p50/p95 and
 #      share, peak GPU memory;
 #   e. om4's v2 optimizer step against upstream PyTorch Samudra's on the same GPU, batch 1 and 4,
@@ -207,8 +209,12 @@ run() {
     else fail "b. prepare on $dev = host" "$?" "$(tail -2 "$log/prepare.txt" | tr '\n' ' ')"; fi
   fi
 
-  # c: the demo on cuda and cpu (v2 at 1° comes after e and g).
+  # c: every operation of the step and whole steps against flex (TF32 convolutions and matmuls on
+  # CUDA: bound 1e-2), then the demo on cuda and cpu (v2 at 1° comes after e and g).
   if want c; then
+    if part 300 "$work/bin/gpu_check" ops --device "$dev" --tolerance "${OM4_GPU_CHECK_OPS_TOL:-1e-2}" > "$log/ops.txt" 2>&1; then
+      row "c. ops on $dev vs flex" PASS "$(grep -c '| yes |' "$log/ops.txt") rows within the bound (ops.txt)"
+    else fail "c. ops on $dev vs flex" "$?" "$(grep '| NO |' "$log/ops.txt" | head -2 | tr '\n' ' ')"; fi
     part 300 "$work/bin/gpu_check" train --device "$dev" --epochs 2 > "$log/demo-cuda.txt" 2>&1
     part 300 "$work/bin/gpu_check" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
     gpu=$(losses "$log/demo-cuda.txt"); cpu=$(losses "$log/demo-cpu.txt")

@@ -52,6 +52,7 @@
 mod dataset;
 mod device;
 mod error;
+mod kernels;
 mod loader;
 mod select;
 mod staging;
@@ -60,6 +61,7 @@ mod staging;
 pub use dataset::{Om4Batcher, Om4Dataset, SampleItem};
 pub use device::{DeviceNormalization, ModelBatch, StepTensors, label_mask, prepare_batch, to_model_batch};
 pub use error::{Error, Result};
+pub use kernels::{KernelSeconds, KernelWork, kernel_work};
 pub use loader::{EpochIter, LoadedBatch, Loader, OnDevice, loader};
 pub use select::{AutotuneLevel, CubeclSettings, CubeclSummary, DeviceName, TrainingDevice, configure_cubecl};
 

@@ -87,6 +87,18 @@ impl BufferPool {
         Ok(Self { shared: Arc::new(Shared { pinned: Some(allocator), ..Shared::new(KEEP_FREE) }) })
     }
 
+    /// [`BufferPool::pinned`] on the device of the calling thread's current CUDA context (what
+    /// `torch.cuda.set_device` selects, so each DDP rank pins on its own GPU), or device 0 when
+    /// the thread has none. Returns the pool and the device it pins on.
+    ///
+    /// # Errors
+    /// [`Error::Cuda`] when no CUDA driver or device is available.
+    #[cfg(feature = "pinned")]
+    pub fn pinned_current() -> crate::Result<(Self, usize)> {
+        let ordinal = crate::pinned::current_device()?.unwrap_or(0);
+        Ok((Self::pinned(ordinal)?, ordinal))
+    }
+
     fn allocate(&self, len: usize) -> HostMem {
         let mem = self.allocate_mem(len);
         self.shared.allocations.fetch_add(1, Ordering::Relaxed);

@@ -26,6 +26,29 @@ pub(crate) fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
     CudaContext::new(ordinal).map_err(cuda_err("open the CUDA device"))
 }
 
+/// The device of the calling thread's current CUDA context (the one `torch.cuda.set_device` or a
+/// DDP launcher selected), or `None` when the thread has no current context.
+///
+/// # Errors
+/// [`Error::Cuda`] when there is no driver or it cannot be initialized.
+pub(crate) fn current_device() -> Result<Option<usize>> {
+    // SAFETY: as in `context`: loads the driver library by its usual names, nothing else.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(Error::Cuda { what: "load the CUDA driver", message: "libcuda not found".into() });
+    }
+    cudarc::driver::result::init().map_err(cuda_err("initialize the CUDA driver"))?;
+    if cudarc::driver::result::ctx::get_current().map_err(cuda_err("read the current CUDA context"))?.is_none() {
+        return Ok(None);
+    }
+    let mut device = 0;
+    // SAFETY: the thread has a current context (checked above) and `device` is a valid place for
+    // the driver to write one `CUdevice` (an `i32`).
+    unsafe { cudarc::driver::sys::cuCtxGetDevice(&mut device) }
+        .result()
+        .map_err(cuda_err("read the current CUDA device"))?;
+    Ok(Some(usize::try_from(device).unwrap_or(0)))
+}
+
 /// Allocates page-locked host memory in one device's context.
 #[derive(Debug, Clone)]
 pub(crate) struct PinnedAllocator {

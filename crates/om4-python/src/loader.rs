@@ -31,6 +31,8 @@ pub(crate) struct Loader {
     prognostic: Vec<String>,
     boundary: Vec<String>,
     validation: bool,
+    /// The CUDA device the pinned buffers belong to.
+    pin_device: Option<usize>,
 }
 
 /// A store argument as a location: a path or URL (`str` or `os.PathLike`; an `s3://` URL takes
@@ -57,15 +59,45 @@ fn location(arg: &Bound<'_, PyAny>) -> PyResult<StoreLocation> {
     StoreLocation::parse(&text).map_err(|e| runtime(format!("store {text:?}: {e}")))
 }
 
-/// CUDA page-locked buffers on device 0, for `pin_memory=True`.
+/// Where `pin_memory` asks batches to be pinned: `None` for pageable memory, `Some(None)` for
+/// the calling thread's current CUDA device (device 0 without one), `Some(Some(n))` for device n.
+/// Takes a bool, a device index, or a device name (`"cuda"`, `"cuda:1"`, a `torch.device`).
+fn pin_target(arg: &Bound<'_, PyAny>) -> PyResult<Option<Option<usize>>> {
+    if arg.is_none() {
+        return Ok(None);
+    }
+    if let Ok(b) = arg.extract::<bool>() {
+        return Ok(b.then_some(None));
+    }
+    if let Ok(i) = arg.extract::<usize>() {
+        return Ok(Some(Some(i)));
+    }
+    let text = arg.str()?.to_string();
+    match text.split_once(':') {
+        None if text == "cuda" => Ok(Some(None)),
+        Some(("cuda", i)) => i
+            .parse::<usize>()
+            .map(|i| Some(Some(i)))
+            .map_err(|_| runtime(format!("pin_memory={text:?}: {i:?} is not a device index"))),
+        _ => Err(runtime(format!(
+            "pin_memory={text:?}: expected True, False, a CUDA device index or \"cuda[:N]\""
+        ))),
+    }
+}
+
+/// CUDA page-locked buffers on `device` (or the calling thread's current device), and the device.
 #[cfg(feature = "pinned")]
-fn pinned_pool() -> Result<om4_pipeline::BufferPool, String> {
-    om4_pipeline::BufferPool::pinned(0).map_err(|e| format!("pin_memory=True: {e}"))
+fn pinned_pool(device: Option<usize>) -> Result<(om4_pipeline::BufferPool, usize), String> {
+    let pool = match device {
+        Some(d) => om4_pipeline::BufferPool::pinned(d).map(|p| (p, d)),
+        None => om4_pipeline::BufferPool::pinned_current(),
+    };
+    pool.map_err(|e| format!("pin_memory: {e}"))
 }
 
 #[cfg(not(feature = "pinned"))]
-fn pinned_pool() -> Result<om4_pipeline::BufferPool, String> {
-    Err("pin_memory=True: this build of om4 has no CUDA pinned memory (crate feature `pinned`)".into())
+fn pinned_pool(_device: Option<usize>) -> Result<(om4_pipeline::BufferPool, usize), String> {
+    Err("pin_memory: this build of om4 has no CUDA pinned memory (crate feature `pinned`)".into())
 }
 
 #[pymethods]
@@ -101,8 +133,9 @@ impl Loader {
         fill_value: f32,
         prefetch: usize,
         max_concurrent_reads: usize,
-        pin_memory: bool,
+        pin_memory: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
+        let pin = pin_target(pin_memory)?;
         let validation = match split {
             "train" => false,
             "val" | "validation" => true,
@@ -155,11 +188,17 @@ impl Loader {
             }
             .map_err(|e| e.to_string())?;
             let loader = om4_pipeline::Loader::new(Arc::clone(&source), space, schedule, loading);
-            let loader = if pin_memory { loader.with_buffers(pinned_pool()?) } else { loader };
-            Ok((loader, source))
+            let (loader, pin_device) = match pin {
+                Some(device) => {
+                    let (pool, device) = pinned_pool(device)?;
+                    (loader.with_buffers(pool), Some(device))
+                }
+                None => (loader, None),
+            };
+            Ok((loader, source, pin_device))
         };
-        let (loader, source) = py.detach(build).map_err(runtime)?;
-        Ok(Self { loader, source, states: hist + 1, prognostic, boundary, validation })
+        let (loader, source, pin_device) = py.detach(build).map_err(runtime)?;
+        Ok(Self { loader, source, states: hist + 1, prognostic, boundary, validation, pin_device })
     }
 
     /// Batches per epoch (for this rank).
@@ -210,6 +249,12 @@ impl Loader {
     #[getter]
     fn pin_memory(&self) -> bool {
         self.loader.buffers().is_pinned()
+    }
+
+    /// The CUDA device whose context the pinned buffers belong to (`None` when pageable).
+    #[getter]
+    fn pin_device(&self) -> Option<usize> {
+        self.pin_device
     }
 
     /// Batch buffers the loader has allocated so far: it stays bounded while batches are

@@ -9,7 +9,9 @@ read threads, with the GIL released. The same classes are importable as
 batch_size=4, seed=0)``, then ``for batch in loader.epoch(n)``: each ``batch.steps[k]`` holds
 ``model_input``, ``prognostic``, ``boundary`` and ``label`` as float32 NumPy arrays
 ``(batch, channels, y, x)``, equal bit for bit to upstream's ``ModelBatch``; ``loader.label_mask``
-is its label mask. ``torch.from_dlpack(array)`` shares an array's memory.
+is its label mask. ``torch.from_dlpack(array)`` shares an array's memory; for copies to a GPU,
+``om4.torch.to_device(loader.epoch(n), "cuda")`` holds each batch until its copies completed
+(its arrays' pooled buffers are reused once the batch is gone).
 """
 
 from om4._native import Batch, CompactOm4Reader, EpochIter, FlatOm4ReadPool, FlatOm4Reader, Loader, Step, __version__
