@@ -99,7 +99,8 @@ pub(crate) fn main(args: &OpsArgs) -> Res<bool> {
     let (b, c, h, w) = (2, 8, 16, 32);
     let x4 = [b, c, h, w];
     type Op = Box<dyn Fn(&[Tensor<4>]) -> Tensor<4>>;
-    let cases: Vec<(&str, Vec<[usize; 4]>, Op, &[&str])> = vec![
+    type Case = (&'static str, Vec<[usize; 4]>, Op, &'static [&'static str]);
+    let cases: Vec<Case> = vec![
         (
             "conv 3×3 dilation 2 + bias",
             vec![[b, c, h + 4, w + 4], [12, c, 3, 3], [1, 1, 1, 12]],
@@ -168,7 +169,10 @@ fn adam(args: &OpsArgs, device: &Device, cpu: &Device) -> Res<bool> {
     };
     let err = error(&side(device)?, &side(cpu)?);
     let pass = err <= args.tolerance;
-    println!("| clip 0.5 + Adam, 3 steps of a linear layer | | parameters {err:.1e} | {} |", if pass { "yes" } else { "NO" });
+    println!(
+        "| clip 0.5 + Adam, 3 steps of a linear layer | | parameters {err:.1e} | {} |",
+        if pass { "yes" } else { "NO" }
+    );
     Ok(pass)
 }
 

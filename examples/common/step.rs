@@ -12,7 +12,6 @@ use burn::tensor::{Distribution, Tensor};
 use om4_burn::{ModelBatch, StepTensors};
 use om4_samudra::{LossTargets, Samudra, SamudraConfig, gradients, optimizer};
 
-
 /// Samudra's variables at history 1: 2 · 77 prognostic and 2 · 3 boundary channels.
 const HIST: usize = 1;
 const PROGNOSTIC: usize = 77;

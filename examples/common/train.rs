@@ -111,17 +111,18 @@ pub(crate) fn open_device(
     if parsed.is_gpu() {
         let mut result = Ok(());
         CONFIGURED.call_once(|| {
-            result = om4_burn::configure_cubecl(&om4_burn::CubeclSettings { autotune_level: autotune }).map(|summary| {
-                if let Some(s) = summary {
-                    let logs: Vec<String> = s.logs.iter().map(|p| p.display().to_string()).collect();
-                    println!(
-                        "cubecl: autotune level {}, kernel cache {}, logs {}",
-                        s.autotune_level,
-                        if s.kernel_cache { "on" } else { "off" },
-                        if logs.is_empty() { "off".to_string() } else { logs.join(", ") }
-                    );
-                }
-            });
+            result =
+                om4_burn::configure_cubecl(&om4_burn::CubeclSettings { autotune_level: autotune }).map(|summary| {
+                    if let Some(s) = summary {
+                        let logs: Vec<String> = s.logs.iter().map(|p| p.display().to_string()).collect();
+                        println!(
+                            "cubecl: autotune level {}, kernel cache {}, logs {}",
+                            s.autotune_level,
+                            if s.kernel_cache { "on" } else { "off" },
+                            if logs.is_empty() { "off".to_string() } else { logs.join(", ") }
+                        );
+                    }
+                });
         });
         result?;
     }
@@ -327,7 +328,8 @@ fn drive<S: om4_burn::BatchSource>(
         let epoch_start = Instant::now();
         let (mut first_step, mut last_step, mut steps_seen) = (None, std::time::Duration::ZERO, 0usize);
         // cubecl's kernel work (autotune, compilation) in the first batch, on a GPU.
-        let kernels_before = om4_burn::kernel_work();
+        let gpu = args.device.parse::<om4_burn::DeviceName>().is_ok_and(om4_burn::DeviceName::is_gpu);
+        let kernels_before = if gpu { om4_burn::kernel_work() } else { None };
         let mut first_kernels = None;
         let report = trainer.run_epoch(|done, _, loss, t| {
             bar.set_position(done as u64);
@@ -335,7 +337,10 @@ fn drive<S: om4_burn::BatchSource>(
             last_step = epoch_start.elapsed();
             if first_step.is_none() {
                 first_step = Some(last_step);
-                first_kernels = om4_burn::kernel_work().map(|w| w.since(&kernels_before.clone().unwrap_or_default()));
+                if gpu {
+                    first_kernels =
+                        om4_burn::kernel_work().map(|w| w.since(&kernels_before.clone().unwrap_or_default()));
+                }
             }
             steps_seen += 1;
         })?;
@@ -362,8 +367,8 @@ fn drive<S: om4_burn::BatchSource>(
             };
             let split = match first_kernels {
                 Some(k) => format!(
-                    "autotune {} keys {:.1} s, {} kernels compiled ({} from the kernel cache) {:.1} s outside it, \
-                     the rest (data, compute) {:.1} s",
+                    "autotune {} keys {:.1} s; {} kernels compiled, {} loaded from the kernel cache, {:.1} s of it outside \
+                     autotune; the rest (data, compute, the driver's own compilation) {:.1} s",
                     k.tuned,
                     k.autotune_s,
                     k.compiled,

@@ -104,8 +104,12 @@ mod read {
         let database = Database::open_active()?;
         let records = Records::new(&database);
         let process = std::process::id();
-        let session = records.sessions().into_iter().filter(|s| s.process == process).map(|s| s.id).max()?;
         let mut work = KernelWork::default();
+        // cubecl keeps a session (and what it recorded) only once it has tuned a key or compiled
+        // a kernel: none yet means no such work, everything came from the caches.
+        let Some(session) = records.sessions().into_iter().filter(|s| s.process == process).map(|s| s.id).max() else {
+            return Some(work);
+        };
         for t in records.read::<Tune>().into_iter().filter(|r| r.stamp.session == session) {
             work.tuned += 1;
             work.tunes.push((t.stamp.offset, t.stamp.offset + t.record.wall));
@@ -123,8 +127,9 @@ mod read {
 
 /// Everything cubecl recorded of this process's kernel work so far: autotune keys and
 /// compilations with their time spans. Take one before and one after a stretch of the run and
-/// [`KernelWork::since`] says what it spent on kernels. `None` without a GPU feature, before
-/// any GPU device was used, or when cubecl's database cannot be opened (a read-only disk).
+/// [`KernelWork::since`] says what it spent on kernels (nothing while every kernel and tuning
+/// came from the caches). `None` without a GPU feature or when cubecl's database cannot be opened
+/// (a read-only disk). Call it only when a GPU device is in use: it opens cubecl's database.
 pub fn kernel_work() -> Option<KernelWork> {
     #[cfg(feature = "gpu")]
     {
@@ -147,7 +152,8 @@ mod tests {
     /// Compilations inside a tune count as autotune time; overlapping spans count once.
     #[test]
     fn seconds_split_into_autotune_and_compilation_outside_it() {
-        let earlier = KernelWork { tuned: 1, compiled: 2, loaded: 0, tunes: vec![ms(0, 5)], compiles: vec![ms(1, 2), ms(6, 7)] };
+        let earlier =
+            KernelWork { tuned: 1, compiled: 2, loaded: 0, tunes: vec![ms(0, 5)], compiles: vec![ms(1, 2), ms(6, 7)] };
         let now = KernelWork {
             tuned: 3,
             compiled: 6,

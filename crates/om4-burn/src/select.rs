@@ -68,7 +68,8 @@ impl DeviceName {
     /// The Burn device, when this build has its backend.
     fn device(self) -> std::result::Result<Device, &'static str> {
         #[cfg(any(feature = "vulkan", feature = "wgpu"))]
-        let kind = |i: Option<usize>| i.map_or(burn::tensor::DeviceKind::DefaultDevice, burn::tensor::DeviceKind::DiscreteGpu);
+        let kind =
+            |i: Option<usize>| i.map_or(burn::tensor::DeviceKind::DefaultDevice, burn::tensor::DeviceKind::DiscreteGpu);
         match self {
             Self::Cpu => Ok(Device::flex()),
             #[cfg(feature = "cuda")]

@@ -79,9 +79,7 @@ fn pin_target(arg: &Bound<'_, PyAny>) -> PyResult<Option<Option<usize>>> {
             .parse::<usize>()
             .map(|i| Some(Some(i)))
             .map_err(|_| runtime(format!("pin_memory={text:?}: {i:?} is not a device index"))),
-        _ => Err(runtime(format!(
-            "pin_memory={text:?}: expected True, False, a CUDA device index or \"cuda[:N]\""
-        ))),
+        _ => Err(runtime(format!("pin_memory={text:?}: expected True, False, a CUDA device index or \"cuda[:N]\""))),
     }
 }
 

@@ -164,7 +164,10 @@ fn the_gpu_gelu_has_the_exact_gradient() {
         assert!(close(g_ops[i], g_flex[i]), "gradient at x = {}: {} vs {}", data[i], g_ops[i], g_flex[i]);
     }
     // Against float64's exact derivative, and away from the tanh approximation's.
-    let exact = |x: f64| 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)) + x * (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let exact = |x: f64| {
+        0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
+            + x * (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt()
+    };
     let tanh_approx = |x: f64| {
         let (x3, c) = (x * x * x, (2.0 / std::f64::consts::PI).sqrt());
         let t = (c * (x + 0.044715 * x3)).tanh();
