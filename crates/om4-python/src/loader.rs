@@ -107,7 +107,7 @@ impl Loader {
     #[pyo3(signature = (
         store, *, means=None, stds=None, prognostic=None, boundary=None, levels=19, time=None,
         split="train", hist=1, steps=1, stride=1, batch_size=1, seed=0, rank=0, world_size=None,
-        normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4, pin_memory=false
+        normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4, pin_memory=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -131,9 +131,12 @@ impl Loader {
         fill_value: f32,
         prefetch: usize,
         max_concurrent_reads: usize,
-        pin_memory: &Bound<'_, PyAny>,
+        pin_memory: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let pin = pin_target(pin_memory)?;
+        let pin = match pin_memory {
+            Some(arg) => pin_target(arg)?,
+            None => None,
+        };
         let validation = match split {
             "train" => false,
             "val" | "validation" => true,
@@ -170,7 +173,7 @@ impl Loader {
             ..LoaderConfig::default()
         };
         let (prognostic, boundary) = (config.prognostic.clone(), config.boundary.clone());
-        let build = || -> Result<(om4_pipeline::Loader<Om4Source>, Arc<Om4Source>), String> {
+        let build = || -> Result<(om4_pipeline::Loader<Om4Source>, Arc<Om4Source>, Option<usize>), String> {
             let pool = ReadPool::new(max_concurrent_reads).map_err(|e| e.to_string())?;
             let mut source = Om4Source::open(&config, pool).map_err(|e| e.to_string())?;
             if let Some(range) = &range {
