@@ -59,6 +59,9 @@ fn location(arg: &Bound<'_, PyAny>) -> PyResult<StoreLocation> {
     StoreLocation::parse(&text).map_err(|e| runtime(format!("store {text:?}: {e}")))
 }
 
+/// A built loader, its source, and the CUDA device its pinned buffers belong to.
+type Built = (om4_pipeline::Loader<Om4Source>, Arc<Om4Source>, Option<usize>);
+
 /// Where `pin_memory` asks batches to be pinned: `None` for pageable memory, `Some(None)` for
 /// the calling thread's current CUDA device (device 0 without one), `Some(Some(n))` for device n.
 /// Takes a bool, a device index, or a device name (`"cuda"`, `"cuda:1"`, a `torch.device`).
@@ -173,7 +176,7 @@ impl Loader {
             ..LoaderConfig::default()
         };
         let (prognostic, boundary) = (config.prognostic.clone(), config.boundary.clone());
-        let build = || -> Result<(om4_pipeline::Loader<Om4Source>, Arc<Om4Source>, Option<usize>), String> {
+        let build = || -> Result<Built, String> {
             let pool = ReadPool::new(max_concurrent_reads).map_err(|e| e.to_string())?;
             let mut source = Om4Source::open(&config, pool).map_err(|e| e.to_string())?;
             if let Some(range) = &range {
