@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # Builds the om4 wheel (crates/om4-python, maturin) and runs its pytest suite in a Python 3.12
-# virtual environment made under target/python (maturin, pytest, and the store-writing stack at
-# upstream Samudra's pins: numpy 1.26.4, xarray 2025.1.2, zarr 2.18.7, numcodecs 0.15.1; from PyPI
-# the first time).
+# virtual environment made under target/python (maturin, pytest, and the store-writing stack and
+# torch at upstream Samudra's pins: numpy 1.26.4, xarray 2025.1.2, zarr 2.18.7, numcodecs 0.15.1,
+# torch 2.9.1, whose CPU tensors test om4.torch; from PyPI the first time: about 1 min, 7 GB).
 #
 #   scripts/python-check.sh                       # build (debug profile), install, om4's tests
 #   scripts/python-check.sh --release             # the same with an optimized build
 #   scripts/python-check.sh --upstream-src DIR    # and upstream's own tests against om4's module:
 #       DIR/rust/crab_load/tests/test_extension.py in the same venv, and DIR/tests/test_rust_data.py
-#       (-m "not cuda") in a venv with torch 2.9.1 (--torch-python, default
-#       target/torch-venv/bin/python, which benches/step/step.py makes), into which DIR is installed
-#       (`pip install -e`, its dependencies from PyPI at upstream's pins) beside the om4 wheel.
+#       (-m "not cuda") in a venv with torch 2.9.1 (--torch-python, default the same venv), into
+#       which DIR is installed (`pip install -e`, its dependencies from PyPI at upstream's pins)
+#       beside the om4 wheel.
 #       DIR is a checkout of upstream Samudra with its Rust loader (PR #800, 10bb945e or later).
 #
 # The interpreter: $OM4_PYTHON, else pyenv's newest 3.12, else python3.12, else python3 (the
 # wheel is abi3 from Python 3.9; upstream Samudra needs 3.12).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-profile=debug upstream="" torch_python=target/torch-venv/bin/python
+profile=debug upstream="" torch_python=target/python/bin/python
 while (($#)); do
   case $1 in
     --release) profile=release ;;
@@ -41,12 +41,12 @@ fi
 
 venv=target/python
 py=$venv/bin/python
-if ! "$py" -c 'import maturin, pytest, xarray, zarr' 2>/dev/null; then
+if ! "$py" -c 'import maturin, pytest, xarray, zarr, torch' 2>/dev/null; then
   echo "making $venv from $base ($("$base" --version))" >&2
   rm -rf "$venv"
   "$base" -m venv "$venv"
   "$py" -m pip install -q --disable-pip-version-check \
-    "maturin>=1.9,<2" pytest "numpy==1.26.4" "xarray==2025.1.2" "zarr==2.18.7" "numcodecs==0.15.1"
+    "maturin>=1.9,<2" pytest "numpy==1.26.4" "xarray==2025.1.2" "zarr==2.18.7" "numcodecs==0.15.1" "torch==2.9.1"
 fi
 
 flags=()

@@ -423,6 +423,11 @@ struct InOrder {
 }
 
 impl InOrder {
+    /// Whether the batch due next has been read, so `recv` returns at once.
+    fn is_ready(&self) -> bool {
+        !self.lanes[self.next % self.lanes.len()].is_empty()
+    }
+
     fn recv(&mut self) -> Option<(usize, Result<ReadBatch>)> {
         let rx = &self.lanes[self.next % self.lanes.len()];
         self.next += 1;
@@ -539,6 +544,21 @@ impl<T> Epoch<T> {
     /// Batches not yet yielded.
     pub fn remaining(&self) -> usize {
         self.remaining
+    }
+
+    /// Whether [`next`](Iterator::next) would return without waiting for a read: the next batch
+    /// has been read ahead (it may still be prepared on the calling thread), or the epoch has ended
+    /// (one whose threads ended unseen says false: `next` then returns at once all the same).
+    /// A consumer that copies ahead (om4's torch front end) asks before taking batch N+1, so that
+    /// a slow read never holds back batch N. Always false with no read-ahead (`prefetch 0`).
+    pub fn is_ready(&self) -> bool {
+        match &self.feed {
+            _ if self.finished => true,
+            Feed::Finished(rx) => !rx.is_empty(),
+            Feed::Read(rx, _) => rx.is_ready(),
+            Feed::Inline(_) => false,
+            Feed::Closed => true,
+        }
     }
 }
 

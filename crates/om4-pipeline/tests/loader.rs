@@ -146,3 +146,42 @@ fn reads_in_flight_is_resolved_and_checked() {
         }
     }
 }
+
+#[test]
+fn an_epoch_says_when_its_next_batch_is_ready() {
+    // Reads of batch 2 and later wait until the test lets them go: batch 1 must then be ready
+    // (read ahead) and batch 2 not, whatever the lanes.
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let inner = memory();
+    let space = space(&*inner);
+    let times = conformance::prognostic_times(&*inner, &space, schedule()).unwrap();
+    let held = times[2].clone();
+    assert_eq!(times.iter().filter(|t| **t == held).count(), 1, "batch 2's times are its own");
+    let wait = Arc::clone(&gate);
+    let source = Arc::new(Intercept::new(inner, move |inner, group, out| {
+        if group.source == 0 && group.times == held {
+            wait.wait();
+        }
+        inner.read_group(group, out)
+    }));
+    for (prefetch, reads, to_device) in [(3, 1, false), (3, 1, true), (4, 2, false)] {
+        let loader = Loader::new(Arc::clone(&source), space.clone(), schedule(), config(prefetch, reads, to_device));
+        let mut epoch = loader.epoch(1).unwrap();
+        epoch.next().unwrap().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !epoch.is_ready() {
+            assert!(std::time::Instant::now() < deadline, "batch 1 was never read ahead");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        epoch.next().unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!epoch.is_ready(), "batch 2's read is held back");
+        gate.wait();
+        assert_eq!(epoch.count(), loader.len() - 2);
+    }
+    let inline = Loader::new(memory(), space.clone(), schedule(), config(0, 1, false));
+    let mut epoch = inline.epoch(1).unwrap();
+    assert!(!epoch.is_ready(), "nothing is read ahead with prefetch 0");
+    assert!(epoch.by_ref().all(|b| b.is_ok()));
+    assert!(epoch.is_ready(), "an ended epoch returns at once");
+}

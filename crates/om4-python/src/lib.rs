@@ -13,6 +13,7 @@ mod arrays;
 mod drop_in;
 mod error;
 mod loader;
+mod raw;
 
 use pyo3::prelude::*;
 
@@ -26,6 +27,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<loader::EpochIter>()?;
     module.add_class::<loader::Batch>()?;
     module.add_class::<loader::Step>()?;
+    module.add_class::<raw::RawBatch>()?;
+    module.add_class::<raw::Normalization>()?;
     module.add_class::<arrays::PooledMemory>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

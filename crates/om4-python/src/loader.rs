@@ -3,7 +3,9 @@
 //!
 //! It is `om4_pipeline::Loader` over an `Om4Source`, built as `om4 batch` builds it: the same
 //! schedule (Samudra's samplers, DDP included), the same preparation, so the same bits. Batches
-//! are prepared on the host, on the loader's threads; `__next__` releases the GIL while it waits.
+//! are prepared on the host, on the loader's threads (or, with `prepare="device"`, handed out raw
+//! with their plan for `om4.torch` to prepare on the GPU: see `raw`); `__next__` releases the GIL
+//! while it waits.
 //! Each batch's NumPy arrays view the loader's pooled buffers (no copy; see `arrays`), which go
 //! back to the pool when the arrays are gone; NumPy arrays speak DLPack, so
 //! `torch.from_dlpack(array)` shares them too.
@@ -13,13 +15,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use numpy::{PyArrayMethods, ToPyArray};
 use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
-use om4_pipeline::{BatchSource, Epoch, HostBatch, Loaded, LoaderConfig, PrepareOn};
+use om4_pipeline::{BatchSource, BatchTelemetry, Epoch, HostBatch, LoaderConfig, PrepareOn, PreparedBatch};
 use om4_store::{DateRange, Om4Source, ReadPool, SourceConfig, StoreLocation};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::arrays;
 use crate::error::runtime;
+use crate::raw::{self, RawBatch};
 
 /// The loader and what a batch's arrays are cut by.
 #[pyclass(module = "om4", frozen)]
@@ -33,6 +36,10 @@ pub(crate) struct Loader {
     validation: bool,
     /// The CUDA device the pinned buffers belong to.
     pin_device: Option<usize>,
+    /// Each variable set's normalization, for raw batches.
+    normalizations: Py<PyTuple>,
+    /// Whether batches are handed out raw (`prepare="device"`).
+    raw: bool,
 }
 
 /// A store argument as a location: a path or URL (`str` or `os.PathLike`; an `s3://` URL takes
@@ -105,12 +112,14 @@ fn pinned_pool(_device: Option<usize>) -> Result<(om4_pipeline::BufferPool, usiz
 impl Loader {
     /// Opens `store` (with its means and stds, default the siblings `OM4_means.zarr` and
     /// `OM4_stds.zarr`) and builds the loader of one split. Stores may be local, on S3 or under
-    /// an HTTP(S) URL (see `location`).
+    /// an HTTP(S) URL (see `location`). `prepare="device"` hands out `om4.RawBatch`es (raw
+    /// planes and their plan) for `om4.torch.to_device` to prepare on the GPU.
     #[new]
     #[pyo3(signature = (
         store, *, means=None, stds=None, prognostic=None, boundary=None, levels=19, time=None,
         split="train", hist=1, steps=1, stride=1, batch_size=1, seed=0, rank=0, world_size=None,
-        normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4, pin_memory=None
+        normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4, pin_memory=None,
+        prepare="host"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -135,7 +144,13 @@ impl Loader {
         prefetch: usize,
         max_concurrent_reads: usize,
         pin_memory: Option<&Bound<'_, PyAny>>,
+        prepare: &str,
     ) -> PyResult<Self> {
+        let prepare_on = match prepare {
+            "host" => PrepareOn::Host,
+            "device" => PrepareOn::Device,
+            other => return Err(runtime(format!("prepare={other:?}: expected \"host\" or \"device\""))),
+        };
         let pin = match pin_memory {
             Some(arg) => pin_target(arg)?,
             None => None,
@@ -169,12 +184,8 @@ impl Loader {
         }
         // Samudra validates one step ahead, whatever the training rollout.
         let steps = if validation { 1 } else { steps };
-        let loading = LoaderConfig {
-            prefetch_batches: prefetch,
-            max_concurrent_reads,
-            prepare_on: PrepareOn::Host,
-            ..LoaderConfig::default()
-        };
+        let loading =
+            LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads, prepare_on, ..LoaderConfig::default() };
         let (prognostic, boundary) = (config.prognostic.clone(), config.boundary.clone());
         let build = || -> Result<Built, String> {
             let pool = ReadPool::new(max_concurrent_reads).map_err(|e| e.to_string())?;
@@ -202,7 +213,9 @@ impl Loader {
             Ok((loader, source, pin_device))
         };
         let (loader, source, pin_device) = py.detach(build).map_err(runtime)?;
-        Ok(Self { loader, source, states: hist + 1, prognostic, boundary, validation, pin_device })
+        let normalizations = raw::normalizations(py, source.normalizations(), source.grid())?;
+        let raw = prepare_on == PrepareOn::Device;
+        Ok(Self { loader, source, states: hist + 1, prognostic, boundary, validation, pin_device, normalizations, raw })
     }
 
     /// Batches per epoch (for this rank).
@@ -214,7 +227,12 @@ impl Loader {
     /// it as a context manager; `close()` stops the read-ahead.
     fn epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<EpochIter> {
         let iter = py.detach(|| self.loader.epoch(epoch)).map_err(runtime)?;
-        Ok(EpochIter { epoch: Mutex::new(Some(iter)), cut: self.cut() })
+        Ok(EpochIter {
+            epoch: Mutex::new(Some(iter)),
+            cut: self.cut(),
+            grid: self.source.grid(),
+            normalizations: self.normalizations.clone_ref(py),
+        })
     }
 
     /// Prognostic channel names, one time step's worth.
@@ -240,6 +258,19 @@ impl Loader {
     #[getter]
     fn time_len(&self) -> usize {
         self.source.time_len()
+    }
+
+    /// Each variable set's `om4.Normalization` (prognostic, then boundary), as raw batches'
+    /// `normalizations`.
+    #[getter]
+    fn normalizations(&self, py: Python<'_>) -> Py<PyTuple> {
+        self.normalizations.clone_ref(py)
+    }
+
+    /// `"device"` when batches are handed out raw (`om4.RawBatch`), else `"host"`.
+    #[getter]
+    fn prepare(&self) -> &'static str {
+        if self.raw { "device" } else { "host" }
     }
 
     /// Whether this is the validation split (one rollout step, Samudra's validation sampler).
@@ -319,6 +350,8 @@ struct Cut {
 pub(crate) struct EpochIter {
     epoch: Mutex<Option<Epoch<HostBatch>>>,
     cut: Cut,
+    grid: om4_batch::Grid,
+    normalizations: Py<PyTuple>,
 }
 
 #[pymethods]
@@ -327,7 +360,7 @@ impl EpochIter {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         let next = py.detach(|| {
             let mut epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
             let next = epoch.as_mut().and_then(Iterator::next);
@@ -339,8 +372,25 @@ impl EpochIter {
         match next {
             None => Ok(None),
             Some(Err(e)) => Err(runtime(e)),
-            Some(Ok(loaded)) => Batch::new(py, loaded, self.cut).map(Some),
+            Some(Ok(loaded)) => match loaded.batch {
+                HostBatch::Raw { plan, groups } => {
+                    let norms = self.normalizations.clone_ref(py);
+                    let batch = RawBatch::new(py, loaded.samples, &plan, groups, self.grid, norms, &loaded.telemetry)?;
+                    Ok(Some(Py::new(py, batch)?.into_any()))
+                }
+                HostBatch::Prepared(batch) => {
+                    let batch = Batch::new(py, loaded.samples, batch, &loaded.telemetry, self.cut)?;
+                    Ok(Some(Py::new(py, batch)?.into_any()))
+                }
+            },
         }
+    }
+
+    /// Whether `next()` would return without waiting for a read: the next batch was read ahead
+    /// (or the epoch has ended). `om4.torch.to_device` takes batch N+1 early only when it is.
+    fn ready(&self) -> bool {
+        let epoch = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        epoch.as_ref().is_none_or(Epoch::is_ready)
     }
 
     /// Stops the read-ahead and joins the loader's threads; later `next()` ends the iteration.
@@ -389,10 +439,13 @@ pub(crate) struct Step {
 }
 
 impl Batch {
-    fn new(py: Python<'_>, loaded: Loaded<HostBatch>, cut: Cut) -> PyResult<Self> {
-        let HostBatch::Prepared(batch) = loaded.batch else {
-            return Err(runtime("internal: the loader handed over a batch not prepared on the host"));
-        };
+    fn new(
+        py: Python<'_>,
+        samples: Vec<usize>,
+        batch: PreparedBatch,
+        telemetry: &BatchTelemetry,
+        cut: Cut,
+    ) -> PyResult<Self> {
         let b = batch.batch;
         let steps = PyList::empty(py);
         for step in batch.steps {
@@ -407,6 +460,6 @@ impl Batch {
             let boundary = slice(cut.prognostic, cut.prognostic + cut.boundary)?;
             steps.append(Step { model_input: input.unbind(), prognostic, boundary, label: label.unbind() })?;
         }
-        Ok(Self { samples: loaded.samples, steps: steps.unbind(), wait_s: loaded.telemetry.wait.as_secs_f64() })
+        Ok(Self { samples, steps: steps.unbind(), wait_s: telemetry.wait.as_secs_f64() })
     }
 }

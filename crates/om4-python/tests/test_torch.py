@@ -11,6 +11,7 @@ the same iterator with torch on a GPU.
 import weakref
 
 import numpy as np
+import pytest
 
 import om4.torch
 from test_loader import a_case, case_loader
@@ -115,3 +116,122 @@ def test_released_batches_return_their_buffers():
     assert device.faults == []
     # Two arrays per step per batch; to_device holds two batches more than a plain loop.
     assert loader.buffer_allocations <= 2 * (2 + 3 + 2), loader.buffer_allocations
+
+
+# Preparation on the device (prepare="device"), on the CPU with torch CPU tensors: the same
+# arithmetic as om4's host path, so the same bits. scripts/gpu-check.sh runs it on a GPU.
+
+DEVICE_CASES = ["train_h1_s2_st2", "train_h0_s1_st1_maskfirst_fill", "train_h0_s1_st1_normfirst_fill",
+                "train_ddp2_rank1_st12_bs3", "val_h1_st2"]
+
+
+@pytest.mark.parametrize("name", DEVICE_CASES)
+def test_batches_prepared_on_the_device_equal_the_host_path_bit_for_bit(name):
+    torch = pytest.importorskip("torch")
+    case = a_case(name)
+    host = case_loader(case, prefetch=2)
+    raw = case_loader(case, prefetch=2, prepare="device")
+    assert (host.prepare, raw.prepare) == ("host", "device")
+    want = list(host.epoch(1))
+    got = list(om4.torch.to_device(raw.epoch(1), "cpu"))
+    assert len(got) == len(want) == len(raw) > 0
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.samples == w.samples
+        assert len(g.steps) == len(w.steps)
+        for gs, ws in zip(g.steps, w.steps):
+            for field in ("model_input", "prognostic", "boundary", "label"):
+                a, b = getattr(gs, field), getattr(ws, field)
+                assert tuple(a.shape) == b.shape and a.dtype == torch.float32, f"batch {k} {field}"
+                assert a.contiguous().numpy().tobytes() == np.ascontiguousarray(b).tobytes(), f"batch {k} {field}"
+        # Unique planes only: no more bytes than the prepared arrays, fewer once planes repeat.
+        assert 0 < g.copied_bytes <= sum(s.model_input.nbytes + s.label.nbytes for s in w.steps)
+
+
+def test_a_raw_batch_holds_each_plane_once_and_its_plan():
+    case = a_case("train_h1_s2_st2")
+    loader = case_loader(case, prepare="device")
+    batch = next(iter(loader.epoch(1)))
+    assert isinstance(batch, om4.RawBatch)
+    assert batch.normalizations is loader.normalizations or batch.normalizations == loader.normalizations
+    y, x = loader.grid
+    for g, (planes, times, source) in enumerate(zip(batch.groups, batch.times, batch.sources)):
+        assert planes.dtype == np.float32 and planes.shape[0] == len(times) and planes.shape[2:] == (y, x)
+        assert times == sorted(set(times)), "unique, sorted time positions"
+        assert planes.shape[1] == len(loader.normalizations[source].mean)
+    states = case["hist"] + 1
+    for role in (batch.input, batch.label, batch.boundary):
+        g, rows = role
+        assert rows.shape == (case["batch_size"], case["steps"], states) and rows.dtype == np.int64
+        assert rows.min() >= 0 and rows.max() < len(batch.times[g])
+    # step k+1's input states are step k's labels: the same planes, not copies
+    np.testing.assert_array_equal(batch.input[1][:, 1:], batch.label[1][:, :-1])
+    n = loader.normalizations[0]
+    assert n.wet.dtype == np.bool_ and n.wet.shape == (len(n.mean), y, x) and n.precision in ("float32", "float64")
+
+
+def test_device_normalization_matches_the_formula_on_awkward_values():
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    c, y, x = 3, 4, 5
+    i = np.arange(2 * c * y * x)
+    raw = (np.sin(i * 0.731) * 40 + 0.1).astype(np.float32)
+    for k, v in enumerate([np.nan, np.inf, -np.inf, 3.0e38, -0.0]):
+        raw[k::11] = v
+    raw = raw.reshape(2, c, y, x)
+    wet = (np.arange(c * y * x) % 7 != 3).reshape(c, y, x)
+    mean, std = np.array([0.1, -2.7, 1e-3]), np.array([0.3, 1.7, 1e-30])
+    for precision in ("float32", "float64"):
+        for before in (True, False):
+            dt = np.float32 if precision == "float32" else np.float64
+            m, s = mean.astype(np.float32).astype(np.float64), std.astype(np.float32).astype(np.float64)
+            n = SimpleNamespace(mean=m, std=s, precision=precision, wet=wet, normalize_before_mask=before, fill=-3.5)
+            norms = om4.torch._Normalizations(torch, torch.device("cpu"), (n,))
+            got = norms.apply(torch, torch.from_numpy(raw), 0).numpy()
+
+            def normalize(v):
+                with np.errstate(all="ignore"):
+                    out = (v.astype(dt) - m.astype(dt)[:, None, None]) / s.astype(dt)[:, None, None]
+                if precision == "float32":
+                    return np.nan_to_num(out, nan=0.0)
+                with np.errstate(over="ignore"):  # beyond float32's range: ±inf, as in Rust
+                    return np.where(np.isnan(out), 0.0, out).astype(np.float32)
+
+            if before:
+                want = np.where(wet, normalize(raw), np.float32(-3.5))
+            else:
+                want = normalize(np.where(wet, raw, np.float32(-3.5)))
+            assert got.dtype == np.float32
+            assert got.tobytes() == want.astype(np.float32).tobytes(), (precision, before)
+
+
+def test_the_next_batch_is_taken_early_only_when_it_is_ready():
+    loader = case_loader(a_case(), prefetch=0)  # nothing is read ahead: never ready
+    epoch = loader.epoch(1)
+    assert not epoch.ready()
+    device = StandInDevice()
+    taken = []
+
+    class Watch:
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            taken.append(len(yielded))
+            return next(epoch)
+
+        def ready(self):
+            return epoch.ready()
+
+        def close(self):
+            epoch.close()
+
+    yielded = []
+    for batch in om4.torch.to_device(Watch(), _copier=device):
+        yielded.append(batch)
+        device.complete_all_but(0)
+    # Batch k is taken only once k batches were yielded: never one ahead.
+    assert taken[: len(yielded)] == list(range(len(yielded)))
+    assert len(yielded) == len(loader)
+    list(epoch)
+    assert epoch.ready(), "an ended epoch returns at once"

@@ -11,10 +11,23 @@ batch_size=4, seed=0)``, then ``for batch in loader.epoch(n)``: each ``batch.ste
 ``(batch, channels, y, x)``, equal bit for bit to upstream's ``ModelBatch``; ``loader.label_mask``
 is its label mask. ``torch.from_dlpack(array)`` shares an array's memory; for copies to a GPU,
 ``om4.torch.to_device(loader.epoch(n), "cuda")`` holds each batch until its copies completed
-(its arrays' pooled buffers are reused once the batch is gone).
+(its arrays' pooled buffers are reused once the batch is gone). With ``prepare="device"`` the
+loader yields ``RawBatch``es (each unique raw plane once, and the plan), which ``to_device``
+normalizes, masks and gathers on the GPU, to the host path's bits.
 """
 
-from om4._native import Batch, CompactOm4Reader, EpochIter, FlatOm4ReadPool, FlatOm4Reader, Loader, Step, __version__
+from om4._native import (
+    Batch,
+    CompactOm4Reader,
+    EpochIter,
+    FlatOm4ReadPool,
+    FlatOm4Reader,
+    Loader,
+    Normalization,
+    RawBatch,
+    Step,
+    __version__,
+)
 
 __all__ = [
     "Batch",
@@ -23,6 +36,8 @@ __all__ = [
     "FlatOm4ReadPool",
     "FlatOm4Reader",
     "Loader",
+    "Normalization",
+    "RawBatch",
     "Step",
     "__version__",
 ]

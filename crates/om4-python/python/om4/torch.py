@@ -20,12 +20,28 @@ pooled buffers, is held until that event has completed, then released to the poo
 copies made by hand is the same: keep the om4 batch (or its arrays) alive until an event recorded
 after the copies has completed (``event.synchronize()`` or ``event.query()``).
 
+**Preparation on the device.** With ``om4.Loader(..., prepare="device")`` the loader hands out
+``om4.RawBatch``es: each batch's unique raw planes (a plane used by several samples, steps or as
+both input and label is there once: about two thirds of the prepared batch's bytes at Samudra's
+settings) and the plan that makes the model batch of them. ``to_device`` then copies only those
+planes, and normalizes, masks and gathers them on the device, on its side stream; the tensors it
+yields equal the host path's bit for bit (the same float32 or float64 arithmetic, NaN to 0, ±inf to
+the largest finite value, land cells filled). This is the path to use on a GPU::
+
+    loader = om4.Loader(store, hist=1, steps=4, batch_size=4, pin_memory="cuda:0", prepare="device")
+    for batch in om4.torch.to_device(loader.epoch(1), "cuda:0"):
+        ...
+
+Batch N+1 is taken from the loader, and its copies queued, before batch N is yielded only when it
+has already been read (``EpochIter.ready()``): a slow read never holds back a batch that is ready.
+
 torch is imported when ``to_device`` is first called: the wheel does not depend on it.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -45,11 +61,13 @@ class DeviceStep:
 
 @dataclass
 class DeviceBatch:
-    """One batch on the device: ``samples`` and ``wait_s`` as ``om4.Batch``, ``steps`` as tensors."""
+    """One batch on the device: ``samples`` and ``wait_s`` as ``om4.Batch``, ``steps`` as tensors,
+    and ``copied_bytes``, what was copied to the device for it."""
 
     samples: list
     steps: list
     wait_s: float
+    copied_bytes: int = 0
 
 
 class _TorchCuda:
@@ -60,9 +78,13 @@ class _TorchCuda:
         self.device = device
         self.stream = torch.cuda.Stream(device)
 
+    def side(self) -> Any:
+        """Runs what is queued inside on the side stream."""
+        return self.torch.cuda.stream(self.stream)
+
     def copy(self, array: Any) -> Any:
         """Queues the copy of `array` on the side stream."""
-        with self.torch.cuda.stream(self.stream):
+        with self.side():
             return self.torch.from_numpy(array).to(self.device, non_blocking=True)
 
     def record(self) -> Any:
@@ -91,6 +113,9 @@ class _TorchHost:
         self.torch = torch
         self.device = device
 
+    def side(self) -> Any:
+        return contextlib.nullcontext()
+
     def copy(self, array: Any) -> Any:
         return self.torch.from_numpy(array).to(self.device, copy=True)
 
@@ -101,19 +126,75 @@ class _TorchHost:
         pass
 
 
-def _launch(copier: Any, batch: Any) -> tuple[DeviceBatch, Any]:
-    steps, tensors = [], []
+class _Normalizations:
+    """A loader's ``om4.Normalization``s on the device, made once per tuple."""
+
+    def __init__(self, torch: Any, device: Any, normalizations: tuple):
+        self.source = normalizations  # held, so that the cache key (its id) stays its own
+        self.sets = []
+        for n in normalizations:
+            dtype = torch.float32 if n.precision == "float32" else torch.float64
+            stat = lambda v: torch.from_numpy(v).to(device=device, dtype=dtype).view(1, -1, 1, 1)
+            self.sets.append((stat(n.mean), stat(n.std), torch.from_numpy(n.wet).to(device), n))
+
+    def apply(self, torch: Any, x: Any, source: int) -> Any:
+        """Normalizes and masks raw planes `(T, C, Y, X)` of variable set `source` as the host
+        path does (om4_batch's ``Normalization::prepare_group``)."""
+        mean, std, wet, n = self.sets[source]
+
+        def normalize(v: Any) -> Any:
+            if n.precision == "float32":
+                return torch.nan_to_num((v - mean) / std, nan=0.0)  # ±inf → ±float32 max
+            y = (v.double() - mean) / std
+            return torch.nan_to_num(y, nan=0.0, posinf=float("inf"), neginf=float("-inf")).float()
+
+        if n.normalize_before_mask:
+            return torch.where(wet, normalize(x), n.fill)
+        return normalize(torch.where(wet, x, n.fill))
+
+
+def _launch_prepared(copier: Any, batch: Any) -> tuple[DeviceBatch, list]:
+    steps, tensors, copied = [], [], 0
     for step in batch.steps:
         model_input, label = copier.copy(step.model_input), copier.copy(step.label)
+        copied += step.model_input.nbytes + step.label.nbytes
         prognostic = step.prognostic.shape[1]
         steps.append(DeviceStep(model_input, model_input[:, :prognostic], model_input[:, prognostic:], label))
         tensors += [model_input, label]
-    return DeviceBatch(list(batch.samples), steps, batch.wait_s), (copier.record(), tensors)
+    return DeviceBatch(list(batch.samples), steps, batch.wait_s, copied), tensors
+
+
+def _launch_raw(copier: Any, batch: Any, norms: _Normalizations) -> tuple[DeviceBatch, list]:
+    torch, device = copier.torch, copier.device
+    with copier.side():
+        planes = [norms.apply(torch, copier.copy(g), s) for g, s in zip(batch.groups, batch.sources)]
+        roles = [r for r in (batch.input, batch.label, batch.boundary) if r is not None]
+        rows = [torch.from_numpy(r).to(device, non_blocking=True) for _, r in roles]
+        n, n_steps, states = roles[0][1].shape
+
+        def gather(role: int, k: int) -> Any:
+            g = roles[role][0]
+            c, y, x = planes[g].shape[1:]
+            return planes[g].index_select(0, rows[role][:, k].reshape(-1)).reshape(n, states * c, y, x)
+
+        steps, tensors = [], []
+        for k in range(n_steps):
+            prognostic, label = gather(0, k), gather(1, k)
+            if batch.boundary is not None:
+                model_input = torch.cat([prognostic, gather(2, k)], 1)
+            else:
+                model_input = prognostic
+            c = prognostic.shape[1]
+            steps.append(DeviceStep(model_input, model_input[:, :c], model_input[:, c:], label))
+            tensors += [model_input, label]
+    return DeviceBatch(list(batch.samples), steps, batch.wait_s, batch.nbytes), tensors
 
 
 def to_device(batches: Iterable[Any], device: Any = "cuda", *, _copier: Any = None) -> Iterator[DeviceBatch]:
-    """Yields each ``om4.Batch`` of `batches` as a :class:`DeviceBatch` on `device` (``"cuda"``,
-    ``"cuda:1"``, a ``torch.device``, or ``"cpu"``), copying batch N+1 while batch N is used.
+    """Yields each batch of `batches` (``om4.Batch``, or ``om4.RawBatch`` from a loader with
+    ``prepare="device"``, prepared here on the device) as a :class:`DeviceBatch` on `device`
+    (``"cuda"``, ``"cuda:1"``, a ``torch.device``, or ``"cpu"``), copying batch N+1 while batch N
+    is used when N+1 has already been read.
 
     A batch's om4 buffers return to the loader's pool only after the event recorded behind its
     copies has completed, so no copy ever reads a buffer the loader is refilling. The tensors are
@@ -125,32 +206,50 @@ def to_device(batches: Iterable[Any], device: Any = "cuda", *, _copier: Any = No
         device = torch.device(device)
         _copier = _TorchCuda(torch, device) if device.type == "cuda" else _TorchHost(torch, device)
     copier = _copier
+    norms: dict = {}
     # om4 batches whose copies may still be reading their buffers, oldest first, with the event
     # recorded behind those copies.
     in_flight: collections.deque = collections.deque()
+
+    def launch(batch: Any) -> tuple[DeviceBatch, Any, list]:
+        raw = getattr(batch, "groups", None) is not None
+        if raw:
+            key = id(batch.normalizations)
+            if key not in norms:
+                norms[key] = _Normalizations(copier.torch, copier.device, batch.normalizations)
+            ready, tensors = _launch_raw(copier, batch, norms[key])
+        else:
+            ready, tensors = _launch_prepared(copier, batch)
+        event = copier.record()
+        in_flight.append((batch, event))
+        return ready, event, tensors
 
     def release_completed() -> None:
         while in_flight and in_flight[0][1].query():
             in_flight.popleft()
 
     source = iter(batches)
-    ahead = None
+    is_ready = getattr(source, "ready", None)
+    ahead = None  # launched, not yet yielded
     try:
-        for batch in source:
-            launched = _launch(copier, batch)
-            in_flight.append((batch, launched[1][0]))
-            del batch  # only `in_flight` holds it now
-            if ahead is not None:
-                ready, (event, tensors) = ahead
-                copier.hand_over(event, tensors)
-                yield ready
-            ahead = launched
-            release_completed()
-        if ahead is not None:
-            ready, (event, tensors) = ahead
+        while True:
+            if ahead is None:
+                batch = next(source, None)
+                if batch is None:
+                    break
+                ahead = launch(batch)
+            following = None
+            # Copy the next batch while this one is used, unless that means waiting for its read.
+            if is_ready is None or is_ready():
+                batch = next(source, None)
+                if batch is not None:
+                    following = launch(batch)
+            batch = None  # only `in_flight` holds om4 batches
+            ready, event, tensors = ahead
             copier.hand_over(event, tensors)
-            ahead = None
+            ahead = following
             yield ready
+            release_completed()
     finally:
         # Nothing is released before its copies complete, even when the consumer stops early.
         for _, event in in_flight:
