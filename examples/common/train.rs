@@ -61,6 +61,10 @@ pub(crate) struct Args {
     /// (overrides cubecl.toml's `[autotune] level`; docs/gpu.md says what each costs).
     #[arg(long, value_name = "LEVEL")]
     autotune_level: Option<om4_burn::AutotuneLevel>,
+    /// Keep the training split resident on the device within this many GB: each plane is read
+    /// and uploaded once, then gathered there (an error names the split's size if it does not fit).
+    #[arg(long, value_name = "GB")]
+    resident_gb: Option<f64>,
     /// Train data-parallel as one rank of an MPI job (`mpirun -n W … train_samudra --mpi`): each
     /// rank trains on its slice of upstream's DDP schedule (`--batch-size` per rank) and the
     /// gradients are averaged; rank 0 alone prints and writes checkpoints (build with `--features mpi`).
@@ -272,17 +276,29 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
             .device(device)
             .staging(staging)
-            .parallel(parallel.clone())
-            .build()?;
+            .parallel(parallel.clone());
+        let trainer = resident(trainer, args.resident_gb)?.build()?;
         return drive(trainer, &args, parallel, &config, header);
     }
     let (train_src, val_src) = (std::sync::Arc::new(splits.train), std::sync::Arc::new(splits.val));
     let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
         .device(device)
         .staging(staging)
-        .parallel(parallel.clone())
-        .build()?;
+        .parallel(parallel.clone());
+    let trainer = resident(trainer, args.resident_gb)?.build()?;
     drive(trainer, &args, parallel, &config, header)
+}
+
+/// The builder with the training split resident within `gb` GB, if asked.
+fn resident<S: om4_burn::BatchSource>(
+    builder: om4_samudra::TrainerBuilder<S>,
+    gb: Option<f64>,
+) -> Result<om4_samudra::TrainerBuilder<S>, Box<dyn std::error::Error>> {
+    match gb {
+        None => Ok(builder),
+        Some(gb) if gb.is_finite() && gb > 0.0 => Ok(builder.resident((gb * 1e9) as u64)),
+        Some(gb) => Err(format!("--resident-gb {gb}: expected a positive number of GB").into()),
+    }
 }
 
 /// Trains `config.epochs` epochs (after a resume, the rest of them), printing one line per epoch
@@ -379,6 +395,14 @@ fn drive<S: om4_burn::BatchSource>(
                 None => "its data and compute".to_string(),
             };
             println!("           first batch {:.3} s ({split}), {steady}", first.as_secs_f64());
+        }
+        if let Some(r) = trainer.train_residency() {
+            println!(
+                "           resident split: {:.3} of {:.3} GB on the device; this epoch read {:.1} MB from the store",
+                r.held_bytes() as f64 / 1e9,
+                r.split_bytes() as f64 / 1e9,
+                report.read_bytes as f64 / 1e6
+            );
         }
         if let Some(dir) = &args.checkpoint_dir {
             trainer.save(dir)?;

@@ -7,7 +7,7 @@ use om4_batch::{BatchPlan, Grid, NormOrder, Normalization, Precision, ReadGroup,
 
 use om4_pipeline::{HostBatch, PooledBuf};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::staging;
 
 /// One rollout step of a model batch on a device.
@@ -147,6 +147,11 @@ pub fn to_model_batch(
             let data = plan.groups().iter().zip(groups).map(|(g, buf)| staging::tensor_data(buf, group_shape(g, grid)));
             Ok(prepare_data(&plan, data, normalizations, grid, device))
         }
+        HostBatch::Resident { .. } => Err(Error::Config(
+            "a batch of a resident split is gathered from the device copy that om4-burn's OnDevice keeps \
+             (om4_burn::loader)"
+                .into(),
+        )),
     }
 }
 
@@ -173,15 +178,29 @@ fn prepare_data(
         .zip(groups)
         .map(|(g, data)| normalizations[g.source].apply(Tensor::<4>::from_data(data, device)))
         .collect();
+    gather_steps(plan, &prepared, |_, row| row, grid, device)
+}
+
+/// The model batch gathered from `planes[g]`, the prepared planes of each group `g` of `plan`:
+/// a role's row `r` of group `g` is plane `index(g, r)` of `planes[g]` (the row itself for a
+/// batch's own group buffers; its time position for a resident copy of the split).
+pub(crate) fn gather_steps(
+    plan: &BatchPlan,
+    planes: &[Tensor<4>],
+    index: impl Fn(usize, usize) -> usize,
+    grid: Grid,
+    device: &Device,
+) -> ModelBatch {
     let (b, states) = (plan.batch(), plan.states());
     let gather = |role: Role, step: usize| -> Option<Tensor<4>> {
         let rows = plan.rows(role)?;
         let idx: Vec<i64> = (0..b)
-            .flat_map(|s| (0..states).map(move |j| rows.rows[(s * plan.steps() + step) * states + j] as i64))
+            .flat_map(|s| (0..states).map(move |j| rows.rows[(s * plan.steps() + step) * states + j]))
+            .map(|row| index(rows.group, row) as i64)
             .collect();
         let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [b * states]), device);
         let c = plan.groups()[rows.group].channels;
-        Some(prepared[rows.group].clone().select(0, idx).reshape([b, states * c, grid.y, grid.x]))
+        Some(planes[rows.group].clone().select(0, idx).reshape([b, states * c, grid.y, grid.x]))
     };
     // Every plan has input and label roles (BatchPlan::new checks them).
     let steps = (0..plan.steps())

@@ -54,6 +54,7 @@ mod device;
 mod error;
 mod kernels;
 mod loader;
+mod resident;
 mod select;
 mod staging;
 

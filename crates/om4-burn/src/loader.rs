@@ -2,7 +2,7 @@
 //! ahead of the model; [`OnDevice`], its last stage, turns host batches into tensors on the
 //! loader's device, on the upload thread with `prefetch_to_device`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use burn::tensor::Device;
 use om4_batch::{Grid, SampleSpace, Schedule};
@@ -10,6 +10,7 @@ use om4_pipeline::{BatchSource, BoxError, Epoch, Finish, HostBatch, Loaded, Load
 
 use crate::device::{DeviceNormalization, ModelBatch, to_model_batch};
 use crate::error::Error;
+use crate::resident::ResidentCopy;
 
 /// The pipeline's loader with batches as tensors on a Burn device.
 pub type Loader<S> = om4_pipeline::Loader<S, OnDevice>;
@@ -36,12 +37,15 @@ pub fn loader<S: BatchSource>(
 /// Burn's last stage of the loader: host batches as [`ModelBatch`]es on a device, prepared on the
 /// device from raw planes or taken over from the host path. [`PrepareOn::Auto`] prepares on the
 /// host for the CPU (`flex`) backend, where om4-batch's parallel host path is several times
-/// faster than tensor ops, and on the device otherwise.
+/// faster than tensor ops, and on the device otherwise. With a resident split
+/// (`Loader::resident`) it keeps the device copy: batches write the planes they bring into it and
+/// gather from it.
 #[derive(Clone)]
 pub struct OnDevice {
     device: Device,
     grid: Grid,
     normalizations: Arc<Vec<DeviceNormalization>>,
+    resident: Arc<Mutex<ResidentCopy>>,
 }
 
 impl std::fmt::Debug for OnDevice {
@@ -56,7 +60,7 @@ impl OnDevice {
         let grid = source.grid();
         let normalizations =
             source.normalizations().iter().map(|n| DeviceNormalization::new(n, grid, &device)).collect();
-        Self { device, grid, normalizations: Arc::new(normalizations) }
+        Self { device, grid, normalizations: Arc::new(normalizations), resident: Arc::default() }
     }
 
     /// The device batches land on.
@@ -82,7 +86,15 @@ impl Finish for OnDevice {
     }
 
     fn finish(&self, host: HostBatch) -> Result<ModelBatch, BoxError> {
-        to_model_batch(host, &self.normalizations, self.grid, &self.device).map_err(|e| -> BoxError {
+        let batch = match host {
+            HostBatch::Resident { plan, fresh, residency } => {
+                // Batches are finished one at a time, in order: the lock is never contended.
+                let mut copy = self.resident.lock().unwrap_or_else(PoisonError::into_inner);
+                copy.take(&plan, fresh, &residency, &self.normalizations, self.grid, &self.device)
+            }
+            host => to_model_batch(host, &self.normalizations, self.grid, &self.device),
+        };
+        batch.map_err(|e| -> BoxError {
             match e {
                 Error::Plan(e) => Box::new(om4_pipeline::Error::Plan(e)),
                 Error::Pipeline(e) => Box::new(e),

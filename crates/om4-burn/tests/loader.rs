@@ -328,3 +328,53 @@ fn resuming_mid_epoch_yields_the_rest_exactly() {
     assert!(it.next().unwrap().is_ok());
     assert!(matches!(it.next(), Some(Err(Error::ProducerPanic { batch: 3, .. }))));
 }
+
+/// A split resident on the device gives the batches of the plain device path bit for bit, in
+/// every epoch, while the loader reads each plane once: from the second epoch on nothing.
+#[test]
+fn a_resident_split_equals_the_device_path_and_reads_each_plane_once() {
+    for normalize_first in [true, false] {
+        let f = fixture(normalize_first);
+        let src = source(&f);
+        let space = SampleSpace::single(WindowSpec::new(1, 2, 1).unwrap(), src.time_len()).unwrap();
+        let schedule = Schedule::training(3, 7, None).unwrap();
+        for (prefetch_batches, prefetch_to_device) in [(2, true), (2, false), (0, false)] {
+            let config = LoaderConfig {
+                prefetch_batches,
+                max_concurrent_reads: 2,
+                prefetch_to_device,
+                prepare_on: PrepareOn::Device,
+                ..LoaderConfig::default()
+            };
+            let plain = loader(Arc::clone(&src), space.clone(), schedule, config, Device::flex());
+            let resident =
+                loader(Arc::clone(&src), space.clone(), schedule, config, Device::flex()).resident(u64::MAX).unwrap();
+            for epoch in 1..=2 {
+                let want: Vec<_> = plain.epoch(epoch).unwrap().map(Result::unwrap).collect();
+                let mut read = 0;
+                let mut n = 0;
+                for (k, got) in resident.epoch(epoch).unwrap().enumerate() {
+                    let got = got.unwrap();
+                    read += got.telemetry.bytes;
+                    if epoch > 1 {
+                        assert_eq!(got.telemetry.resident_planes, got.telemetry.planes.unique);
+                    }
+                    for (g, w) in got.batch.steps.iter().zip(&want[k].batch.steps) {
+                        let same = |a: &burn::tensor::Tensor<4>, b: &burn::tensor::Tensor<4>| {
+                            bits(&tensor_values(a.clone())) == bits(&tensor_values(b.clone()))
+                        };
+                        assert!(same(&g.input, &w.input) && same(&g.label, &w.label), "epoch {epoch} batch {k}");
+                    }
+                    n += 1;
+                }
+                assert_eq!(n, want.len());
+                let held = resident.residency().unwrap().held_bytes();
+                if epoch == 1 {
+                    assert_eq!(read, held, "the first epoch reads the planes it uses, once each");
+                } else {
+                    assert_eq!(read, 0, "epoch {epoch} reads nothing");
+                }
+            }
+        }
+    }
+}

@@ -152,6 +152,12 @@ impl BufferPool {
     /// whose capacity suffices. When none does, the largest free buffer is grown rather than
     /// kept beside a new allocation, so batches of slowly varying size do not pile up buffers.
     pub fn acquire(&self, len: usize) -> PooledBuf {
+        if len == 0 {
+            // Nothing to hold (a group of a resident batch with no new plane): no memory taken from
+            // the pool, none given back, none allocated.
+            self.shared.leased.fetch_add(1, Ordering::Relaxed);
+            return PooledBuf { mem: None, len: 0, pool: Arc::clone(&self.shared) };
+        }
         let (fits, largest) = {
             let mut free = self.shared.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let best = free
@@ -362,6 +368,17 @@ mod tests {
         drop((b, c, d));
         assert_eq!(pool.free(), 3);
         assert_eq!(pool.held_bytes(), (20 + 40 + 50) * 4);
+    }
+
+    #[test]
+    fn an_empty_buffer_takes_nothing_from_the_pool() {
+        let pool = BufferPool::new();
+        drop(pool.acquire(8));
+        let empty = pool.acquire(0);
+        assert!(empty.is_empty() && empty.whole().is_empty());
+        assert_eq!((pool.leased(), pool.free(), pool.allocations()), (1, 1, 1));
+        drop(empty);
+        assert_eq!((pool.leased(), pool.free(), pool.allocations()), (0, 1, 1));
     }
 
     #[test]

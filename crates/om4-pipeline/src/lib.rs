@@ -56,6 +56,7 @@ mod memory;
 #[cfg(feature = "pinned")]
 mod pinned;
 mod prepare;
+mod resident;
 mod source;
 mod telemetry;
 
@@ -64,5 +65,6 @@ pub use error::{Error, Result};
 pub use loader::{BoxError, Epoch, Finish, Host, HostBatch, Loaded, Loader, LoaderConfig, LoaderKind, PrepareOn};
 pub use memory::MemorySource;
 pub use prepare::{PreparedBatch, PreparedStep, prepare_on_host};
+pub use resident::{FreshPlanes, Residency};
 pub use source::{BatchSource, read_groups};
 pub use telemetry::{BatchTelemetry, EpochSummary, Percentiles};

@@ -11,13 +11,14 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, bounded};
-use om4_batch::{BatchPlan, Grid, Normalization, SampleSpace, Schedule};
+use om4_batch::{BatchPlan, Grid, Normalization, ReadGroup, SampleSpace, Schedule};
 use serde::{Deserialize, Serialize};
 
 use crate::buffers::{BufferPool, PooledBuf};
 use crate::error::{Error, Result};
 use crate::prepare::{PreparedBatch, prepare_on_host};
-use crate::source::{BatchSource, read_groups};
+use crate::resident::{FreshPlanes, Residency};
+use crate::source::{BatchSource, read_listed};
 use crate::telemetry::BatchTelemetry;
 
 /// Loader settings, with Samudra's `data.loading` words.
@@ -161,6 +162,18 @@ pub enum HostBatch {
     },
     /// Normalized, masked and gathered on the host, ready to become the model's tensors.
     Prepared(PreparedBatch),
+    /// With a split resident on the device ([`Loader::resident`]): only the planes this batch is
+    /// the first to need and the device copy lacks, one entry per read group of the plan; the
+    /// rest are gathered from the device copy. The consumer writes them into its copy and then
+    /// marks them in `residency`.
+    Resident {
+        /// The batch's plan (its rows index each group's `times`, which are split positions).
+        plan: BatchPlan,
+        /// One entry per group of `plan`.
+        fresh: Vec<FreshPlanes>,
+        /// The loader's record of what the device copy holds.
+        residency: Arc<Residency>,
+    },
 }
 
 /// Loads the batches of a schedule from a source ahead of the consumer: read into host memory,
@@ -176,6 +189,8 @@ pub struct Loader<S: BatchSource, F: Finish = Host> {
     on_host: Option<Arc<Vec<Normalization>>>,
     buffers: BufferPool,
     outputs: BufferPool,
+    /// What a device copy of the split holds, when it is kept resident.
+    residency: Option<Arc<Residency>>,
 }
 
 impl<S: BatchSource, F: Finish> std::fmt::Debug for Loader<S, F> {
@@ -209,7 +224,51 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         let outputs = Self::output_pool(&buffers);
         // Prepared on the host: normalized, masked and gathered on the source's read pool.
         let on_host = finish.prepares_on_host(config.prepare_on).then(|| Arc::new(source.normalizations().to_vec()));
-        Self { source, finish: Arc::new(finish), space, schedule, config, on_host, buffers, outputs }
+        Self { source, finish: Arc::new(finish), space, schedule, config, on_host, buffers, outputs, residency: None }
+    }
+
+    /// Keeps the split resident on the consumer's device: each plane is read and handed over
+    /// once, the first time a batch needs it ([`HostBatch::Resident`]); later batches and epochs
+    /// gather it from the device copy. `budget_bytes` bounds the device copy, which holds every
+    /// time of every variable set in float32.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when batches are prepared on the host (a resident split is prepared on
+    /// the device), or when the split does not fit the budget (the message gives both sizes).
+    pub fn resident(mut self, budget_bytes: u64) -> Result<Self> {
+        if self.on_host.is_some() {
+            return Err(Error::Config {
+                field: "resident",
+                reason: "a resident split is prepared on the device, but this loader prepares batches on the host \
+                         (prepare_on: device)"
+                    .into(),
+            });
+        }
+        let grid = self.source.grid();
+        let residency = Residency::new(self.source.channels(), self.source.time_len(), grid.plane());
+        let need = residency.split_bytes();
+        if need > budget_bytes {
+            return Err(Error::Config {
+                field: "resident",
+                reason: format!(
+                    "the split needs {:.3} GB on the device ({} times × {} channels × {}×{} float32), over the \
+                     budget of {:.3} GB",
+                    need as f64 / 1e9,
+                    residency.times(),
+                    residency.channels().iter().sum::<usize>(),
+                    grid.y,
+                    grid.x,
+                    budget_bytes as f64 / 1e9
+                ),
+            });
+        }
+        self.residency = Some(Arc::new(residency));
+        Ok(self)
+    }
+
+    /// What the device copy holds, when the split is resident ([`resident`](Self::resident)).
+    pub fn residency(&self) -> Option<&Arc<Residency>> {
+        self.residency.as_ref()
     }
 
     /// The framework's last stage.
@@ -324,11 +383,15 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         }
         let total = batches.len() - first_batch;
         let depth = self.config.prefetch_batches;
+        let fresh = match &self.residency {
+            Some(residency) => self.fresh_times(&batches[first_batch..], residency)?.into_iter().map(Some).collect(),
+            None => vec![None; total],
+        };
         // Batch k (counted from `first_batch`) is read by lane k mod `lanes`, each lane on a
         // producer thread of its own; with prefetch 0, one lane on the consumer's thread.
-        let mut work: Vec<Vec<(usize, Vec<usize>)>> = vec![Vec::new(); lanes];
-        for (i, batch) in batches.into_iter().enumerate().skip(first_batch).enumerate() {
-            work[i % lanes].push(batch);
+        let mut work: Vec<Vec<Work>> = vec![Vec::new(); lanes];
+        for (i, ((k, indices), fresh)) in batches.into_iter().enumerate().skip(first_batch).zip(fresh).enumerate() {
+            work[i % lanes].push(Work { k, indices, fresh });
         }
         let stage = Stage {
             finish,
@@ -394,19 +457,38 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         Ok(iter)
     }
 
-    /// Reads `lane`'s batches `(k, indices)` in turn, one per call; a panic becomes an error
-    /// naming the batch.
-    fn producer(
-        &self,
-        lane: Vec<(usize, Vec<usize>)>,
-    ) -> impl FnMut() -> Option<(usize, Result<ReadBatch>)> + Send + 'static {
+    /// For each of `batches` in order, per read group, the times it is the first to need that
+    /// the device copy lacks (as `residency` stands when the epoch starts).
+    fn fresh_times(&self, batches: &[Vec<usize>], residency: &Residency) -> Result<Vec<Vec<Vec<usize>>>> {
+        let mut seen = residency.snapshot();
+        let (roles, channels) = (self.source.roles(), self.source.channels());
+        batches
+            .iter()
+            .map(|indices| {
+                let plan = BatchPlan::new(&self.space.samples(indices)?, &roles, &channels)?;
+                Ok(plan
+                    .groups()
+                    .iter()
+                    .map(|g| {
+                        g.times.iter().copied().filter(|&t| !std::mem::replace(&mut seen[g.source][t], true)).collect()
+                    })
+                    .collect())
+            })
+            .collect()
+    }
+
+    /// Reads `lane`'s batches in turn, one per call; a panic becomes an error naming the batch.
+    fn producer(&self, lane: Vec<Work>) -> impl FnMut() -> Option<(usize, Result<ReadBatch>)> + Send + 'static {
         let source = Arc::clone(&self.source);
         let space = self.space.clone();
         let buffers = self.buffers.clone();
+        let residency = self.residency.clone();
         let mut lane = lane.into_iter();
         move || {
-            let (k, indices) = lane.next()?;
-            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, &buffers, indices)));
+            let Work { k, indices, fresh } = lane.next()?;
+            let fresh =
+                fresh.map(|times| (times, Arc::clone(residency.as_ref().expect("fresh times come with a residency"))));
+            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, &buffers, indices, fresh)));
             Some((
                 k,
                 result.unwrap_or_else(|panic| Err(Error::ProducerPanic { batch: k, message: panic_message(&*panic) })),
@@ -443,11 +525,23 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
+/// One batch of a lane: its number in the epoch, its sample indices, and (with a resident split)
+/// the times per read group to read.
+#[derive(Debug, Clone)]
+struct Work {
+    k: usize,
+    indices: Vec<usize>,
+    fresh: Option<Vec<Vec<usize>>>,
+}
+
 /// Raw planes of one batch, as the producer read them.
 struct ReadBatch {
     samples: Vec<usize>,
     plan: BatchPlan,
     groups: Vec<PooledBuf>,
+    /// With a resident split: the times read per group (`groups` holds only those) and the record
+    /// the consumer marks them in.
+    fresh: Option<(Vec<Vec<usize>>, Arc<Residency>)>,
     telemetry: BatchTelemetry,
 }
 
@@ -456,21 +550,30 @@ fn read_batch<S: BatchSource + ?Sized>(
     space: &SampleSpace,
     buffers: &BufferPool,
     indices: Vec<usize>,
+    fresh: Option<(Vec<Vec<usize>>, Arc<Residency>)>,
 ) -> Result<ReadBatch> {
     let _span = tracing::debug_span!("om4_batch_read", samples = indices.len()).entered();
     let t0 = Instant::now();
     let samples = space.samples(&indices)?;
     let plan = BatchPlan::new(&samples, &source.roles(), &source.channels())?;
     let plane = source.grid().plane();
-    let groups = read_groups(source, &plan, |len| buffers.acquire(len))?;
+    let listed: Vec<ReadGroup> = match &fresh {
+        Some((times, _)) => {
+            plan.groups().iter().zip(times).map(|(g, times)| ReadGroup { times: times.clone(), ..g.clone() }).collect()
+        }
+        None => plan.groups().to_vec(),
+    };
+    let groups = read_listed(source, &listed, |len| buffers.acquire(len))?;
     let planes = plan.planes();
+    let read: usize = listed.iter().map(ReadGroup::planes).sum();
     let telemetry = BatchTelemetry {
         read: t0.elapsed(),
-        bytes: (planes.unique * plane * 4) as u64,
+        bytes: (read * plane * 4) as u64,
         planes,
+        resident_planes: planes.unique - read,
         ..BatchTelemetry::default()
     };
-    Ok(ReadBatch { samples: indices, plan, groups, telemetry })
+    Ok(ReadBatch { samples: indices, plan, groups, fresh, telemetry })
 }
 
 /// The second stage: host preparation when asked for, then the adapter's `finish`.
@@ -493,9 +596,14 @@ impl<T> Stage<T> {
     fn finish_batch(&self, k: usize, read: ReadBatch) -> Result<Loaded<T>> {
         let _span = tracing::debug_span!("om4_batch_prepare", on_host = self.on_host.is_some()).entered();
         let t0 = Instant::now();
-        let ReadBatch { samples, plan, groups, telemetry } = read;
-        let host = match &self.on_host {
-            Some(norms) => HostBatch::Prepared(prepare_on_host(
+        let ReadBatch { samples, plan, groups, fresh, telemetry } = read;
+        let host = match (&self.on_host, fresh) {
+            (_, Some((times, residency))) => HostBatch::Resident {
+                plan,
+                fresh: times.into_iter().zip(groups).map(|(times, planes)| FreshPlanes { times, planes }).collect(),
+                residency,
+            },
+            (Some(norms), None) => HostBatch::Prepared(prepare_on_host(
                 &plan,
                 groups,
                 norms,
@@ -503,7 +611,7 @@ impl<T> Stage<T> {
                 self.pool.as_ref(),
                 &self.outputs,
             )?),
-            None => HostBatch::Raw { plan, groups },
+            (None, None) => HostBatch::Raw { plan, groups },
         };
         let batch = (self.finish)(host).map_err(|e| match e.downcast::<Error>() {
             Ok(e) => *e,

@@ -56,14 +56,24 @@ pub trait BatchSource: Send + Sync + 'static {
 pub fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]> + Send>(
     source: &S,
     plan: &BatchPlan,
+    alloc: impl FnMut(usize) -> B,
+) -> Result<Vec<B>> {
+    read_listed(source, plan.groups(), alloc)
+}
+
+/// [`read_groups`] for any list of groups; a group without times is not read.
+pub(crate) fn read_listed<S: BatchSource + ?Sized, B: AsMut<[f32]> + Send>(
+    source: &S,
+    groups: &[ReadGroup],
     mut alloc: impl FnMut(usize) -> B,
 ) -> Result<Vec<B>> {
     let plane = source.grid().plane();
-    let groups = plan.groups();
+    let read =
+        |g: &ReadGroup, buf: &mut B| if g.times.is_empty() { Ok(()) } else { source.read_group(g, buf.as_mut()) };
     let mut bufs: Vec<B> = groups.iter().map(|g| alloc(g.planes() * plane)).collect();
     let results: Vec<Result<()>> = match bufs.split_first_mut() {
         None => Vec::new(),
-        Some((first, [])) => vec![source.read_group(&groups[0], first.as_mut())],
+        Some((first, [])) => vec![read(&groups[0], first)],
         Some((first, rest)) => std::thread::scope(|scope| {
             // A thread that cannot start is that group's error (the others still run to the end).
             let others: Vec<_> = groups[1..]
@@ -72,11 +82,11 @@ pub fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]> + Send>(
                 .map(|(g, buf)| {
                     std::thread::Builder::new()
                         .name("om4-group-read".into())
-                        .spawn_scoped(scope, move || source.read_group(g, buf.as_mut()))
+                        .spawn_scoped(scope, move || read(g, buf))
                         .map_err(|source| Error::Spawn { thread: "group read", source })
                 })
                 .collect();
-            let mut results = vec![source.read_group(&groups[0], first.as_mut())];
+            let mut results = vec![read(&groups[0], first)];
             results.extend(
                 others
                     .into_iter()

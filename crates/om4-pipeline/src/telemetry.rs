@@ -16,8 +16,11 @@ pub struct BatchTelemetry {
     pub prepare: Duration,
     /// Bytes decoded.
     pub bytes: u64,
-    /// Planes requested against planes read.
+    /// Planes requested against unique planes.
     pub planes: PlaneCount,
+    /// Unique planes served from a resident device copy instead of read (see
+    /// [`Loader::resident`](crate::Loader::resident)).
+    pub resident_planes: usize,
 }
 
 /// Percentiles of one quantity.

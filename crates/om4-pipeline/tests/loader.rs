@@ -185,3 +185,128 @@ fn an_epoch_says_when_its_next_batch_is_ready() {
     assert!(epoch.by_ref().all(|b| b.is_ok()));
     assert!(epoch.is_ready(), "an ended epoch returns at once");
 }
+
+/// A host stand-in for a device copy of the split: per variable set, every time's raw planes
+/// (None until written). Writes a resident batch's fresh planes, marks them, and returns each
+/// group's planes at the plan's times, as a consumer gathers them.
+struct Copy {
+    planes: Vec<Vec<Option<Vec<f32>>>>,
+    plane: usize,
+}
+
+impl Copy {
+    fn new(source: &impl BatchSource) -> Self {
+        let planes = source.channels().iter().map(|_| vec![None; source.time_len()]).collect();
+        Self { planes, plane: source.grid().plane() }
+    }
+
+    fn take(&mut self, batch: om4_pipeline::HostBatch) -> Vec<Vec<f32>> {
+        let om4_pipeline::HostBatch::Resident { plan, fresh, residency } = batch else { panic!("a resident batch") };
+        for (g, f) in plan.groups().iter().zip(&fresh) {
+            let block = g.channels * self.plane;
+            assert_eq!(f.planes.len(), f.times.len() * block);
+            for (i, &t) in f.times.iter().enumerate() {
+                assert!(self.planes[g.source][t].is_none(), "time {t} of set {} handed over twice", g.source);
+                self.planes[g.source][t] = Some(f.planes[i * block..(i + 1) * block].to_vec());
+            }
+            residency.mark(g.source, &f.times);
+        }
+        plan.groups()
+            .iter()
+            .map(|g| {
+                g.times
+                    .iter()
+                    .flat_map(|&t| self.planes[g.source][t].clone().expect("a plane the copy lacks"))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+fn raw_groups(loader: &Loader<MemorySource>, epoch: u64) -> Vec<Vec<Vec<f32>>> {
+    loader
+        .epoch(epoch)
+        .unwrap()
+        .map(|b| match b.unwrap().batch {
+            om4_pipeline::HostBatch::Raw { groups, .. } => groups.iter().map(|g| g.to_vec()).collect(),
+            _ => panic!("a raw batch"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_resident_split_reads_each_plane_once_and_gives_the_same_planes() {
+    let source = memory();
+    let device = |prefetch, reads| LoaderConfig { prepare_on: PrepareOn::Device, ..config(prefetch, reads, true) };
+    let plain = Loader::new(Arc::clone(&source), space(&*source), schedule(), device(2, 1));
+    for (prefetch, reads) in [(0, 1), (2, 1), (4, 2)] {
+        let resident = Loader::new(Arc::clone(&source), space(&*source), schedule(), device(prefetch, reads))
+            .resident(u64::MAX)
+            .unwrap();
+        let residency = Arc::clone(resident.residency().unwrap());
+        let mut copy = Copy::new(&*source);
+        let mut read = Vec::new();
+        for epoch in 1..=3 {
+            let (mut bytes, mut hits, mut unique) = (0, 0, 0);
+            let want = raw_groups(&plain, epoch);
+            let mut n = 0;
+            for (k, b) in resident.epoch(epoch).unwrap().enumerate() {
+                let b = b.unwrap();
+                (bytes, hits, unique) =
+                    (bytes + b.telemetry.bytes, hits + b.telemetry.resident_planes, unique + b.telemetry.planes.unique);
+                assert_eq!(copy.take(b.batch), want[k], "epoch {epoch} batch {k}: the same planes");
+                n += 1;
+            }
+            assert_eq!(n, want.len());
+            read.push(bytes);
+            if epoch > 1 {
+                assert_eq!((bytes, hits), (0, unique), "epoch {epoch} reads nothing: every plane is resident");
+            }
+        }
+        assert!(read[0] > 0);
+        // The first epoch read exactly the planes it touched, once each.
+        let touched = residency.held_bytes();
+        assert_eq!(read[0], touched, "prefetch {prefetch}, {reads} reads");
+        assert!(touched <= residency.split_bytes());
+        assert_eq!(resident.buffers().leased(), 0);
+    }
+}
+
+#[test]
+fn a_consumer_that_stops_early_costs_a_reread_never_a_missing_plane() {
+    let source = memory();
+    let cfg = LoaderConfig { prepare_on: PrepareOn::Device, ..config(3, 1, true) };
+    let plain = Loader::new(Arc::clone(&source), space(&*source), schedule(), cfg);
+    let resident = Loader::new(Arc::clone(&source), space(&*source), schedule(), cfg).resident(u64::MAX).unwrap();
+    let mut copy = Copy::new(&*source);
+    // Two batches taken and written; the loader has read further ahead, unmarked.
+    let mut epoch = resident.epoch(1).unwrap();
+    for _ in 0..2 {
+        copy.take(epoch.next().unwrap().unwrap().batch);
+    }
+    drop(epoch);
+    let want = raw_groups(&plain, 1);
+    for (k, b) in resident.epoch(1).unwrap().enumerate() {
+        assert_eq!(copy.take(b.unwrap().batch), want[k], "batch {k}");
+    }
+    // A new copy starts from nothing once the record is cleared.
+    resident.residency().unwrap().clear();
+    let mut fresh_copy = Copy::new(&*source);
+    for (k, b) in resident.epoch(1).unwrap().enumerate() {
+        assert_eq!(fresh_copy.take(b.unwrap().batch), want[k], "batch {k} after clear");
+    }
+}
+
+#[test]
+fn a_resident_split_is_refused_over_budget_or_prepared_on_the_host() {
+    let source = memory();
+    let need = (40 * (2 + 1) * 12 * 4) as u64; // times × channels × plane × float32
+    let device = LoaderConfig { prepare_on: PrepareOn::Device, ..config(2, 1, true) };
+    let loader = || Loader::new(Arc::clone(&source), space(&*source), schedule(), device);
+    assert_eq!(loader().resident(need).unwrap().residency().unwrap().split_bytes(), need);
+    let err = loader().resident(need - 1).unwrap_err().to_string();
+    assert!(err.contains("40 times × 3 channels × 3×4") && err.contains("budget"), "{err}");
+    let host = Loader::new(Arc::clone(&source), space(&*source), schedule(), config(2, 1, true));
+    let err = host.resident(u64::MAX).unwrap_err().to_string();
+    assert!(err.contains("prepared on the device"), "{err}");
+}

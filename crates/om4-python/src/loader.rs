@@ -113,13 +113,15 @@ impl Loader {
     /// Opens `store` (with its means and stds, default the siblings `OM4_means.zarr` and
     /// `OM4_stds.zarr`) and builds the loader of one split. Stores may be local, on S3 or under
     /// an HTTP(S) URL (see `location`). `prepare="device"` hands out `om4.RawBatch`es (raw
-    /// planes and their plan) for `om4.torch.to_device` to prepare on the GPU.
+    /// planes and their plan) for `om4.torch.to_device` to prepare on the GPU; with it,
+    /// `resident=BYTES` keeps the split on the device (`om4.torch.ResidentCopy`): each plane is
+    /// read once, and the split must fit BYTES.
     #[new]
     #[pyo3(signature = (
         store, *, means=None, stds=None, prognostic=None, boundary=None, levels=19, time=None,
         split="train", hist=1, steps=1, stride=1, batch_size=1, seed=0, rank=0, world_size=None,
         normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4, pin_memory=None,
-        prepare="host"
+        prepare="host", resident=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -145,6 +147,7 @@ impl Loader {
         max_concurrent_reads: usize,
         pin_memory: Option<&Bound<'_, PyAny>>,
         prepare: &str,
+        resident: Option<u64>,
     ) -> PyResult<Self> {
         let prepare_on = match prepare {
             "host" => PrepareOn::Host,
@@ -210,6 +213,10 @@ impl Loader {
                 }
                 None => (loader, None),
             };
+            let loader = match resident {
+                Some(budget) => loader.resident(budget).map_err(|e| e.to_string())?,
+                None => loader,
+            };
             Ok((loader, source, pin_device))
         };
         let (loader, source, pin_device) = py.detach(build).map_err(runtime)?;
@@ -267,6 +274,26 @@ impl Loader {
         self.normalizations.clone_ref(py)
     }
 
+    /// Bytes of the whole split on the device when it is resident (`resident=`), else None.
+    #[getter]
+    fn split_bytes(&self) -> Option<u64> {
+        self.loader.residency().map(|r| r.split_bytes())
+    }
+
+    /// Bytes the device copy holds (marked by `RawBatch.mark_resident`), when resident.
+    #[getter]
+    fn resident_bytes(&self) -> Option<u64> {
+        self.loader.residency().map(|r| r.held_bytes())
+    }
+
+    /// Forgets what the device copy holds: a new copy starts empty (`om4.torch.ResidentCopy`
+    /// calls it), and the next epoch reads every plane it needs again.
+    fn clear_resident(&self) {
+        if let Some(r) = self.loader.residency() {
+            r.clear();
+        }
+    }
+
     /// `"device"` when batches are handed out raw (`om4.RawBatch`), else `"host"`.
     #[getter]
     fn prepare(&self) -> &'static str {
@@ -297,6 +324,14 @@ impl Loader {
     #[getter]
     fn buffer_allocations(&self) -> usize {
         self.loader.output_buffers().allocations()
+    }
+
+    /// Raw-plane (staging) buffers the loader has allocated so far; with `pin_memory` each is a
+    /// page-locked allocation, which synchronizes the device: it stays flat once an epoch's
+    /// first batches have filled the pool.
+    #[getter]
+    fn staging_allocations(&self) -> usize {
+        self.loader.buffers().allocations()
     }
 
     /// The label mask, `(states · prognostic, y, x)` uint8, 1 = ocean (Samudra's
@@ -376,6 +411,12 @@ impl EpochIter {
                 HostBatch::Raw { plan, groups } => {
                     let norms = self.normalizations.clone_ref(py);
                     let batch = RawBatch::new(py, loaded.samples, &plan, groups, self.grid, norms, &loaded.telemetry)?;
+                    Ok(Some(Py::new(py, batch)?.into_any()))
+                }
+                HostBatch::Resident { plan, fresh, residency } => {
+                    let norms = self.normalizations.clone_ref(py);
+                    let (samples, t) = (loaded.samples, &loaded.telemetry);
+                    let batch = RawBatch::with_fresh(py, samples, &plan, fresh, Some(residency), self.grid, norms, t)?;
                     Ok(Some(Py::new(py, batch)?.into_any()))
                 }
                 HostBatch::Prepared(batch) => {

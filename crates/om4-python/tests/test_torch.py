@@ -8,6 +8,7 @@ batches) when the copy reads them: the stand-in then records the fault. scripts/
 the same iterator with torch on a GPU.
 """
 
+import os
 import weakref
 
 import numpy as np
@@ -119,7 +120,14 @@ def test_released_batches_return_their_buffers():
 
 
 # Preparation on the device (prepare="device"), on the CPU with torch CPU tensors: the same
-# arithmetic as om4's host path, so the same bits. scripts/gpu-check.sh runs it on a GPU.
+# arithmetic as om4's host path, so the same bits. scripts/gpu-check.sh runs these tests on a GPU
+# (OM4_TORCH_DEVICE=cuda: batches pinned, copied and prepared there).
+DEVICE = os.environ.get("OM4_TORCH_DEVICE", "cpu")
+PIN = {"pin_memory": DEVICE} if DEVICE.startswith("cuda") else {}
+
+
+def on_host(tensor):
+    return tensor.contiguous().cpu().numpy()
 
 DEVICE_CASES = ["train_h1_s2_st2", "train_h0_s1_st1_maskfirst_fill", "train_h0_s1_st1_normfirst_fill",
                 "train_ddp2_rank1_st12_bs3", "val_h1_st2"]
@@ -130,10 +138,10 @@ def test_batches_prepared_on_the_device_equal_the_host_path_bit_for_bit(name):
     torch = pytest.importorskip("torch")
     case = a_case(name)
     host = case_loader(case, prefetch=2)
-    raw = case_loader(case, prefetch=2, prepare="device")
+    raw = case_loader(case, prefetch=2, prepare="device", **PIN)
     assert (host.prepare, raw.prepare) == ("host", "device")
     want = list(host.epoch(1))
-    got = list(om4.torch.to_device(raw.epoch(1), "cpu"))
+    got = list(om4.torch.to_device(raw.epoch(1), DEVICE))
     assert len(got) == len(want) == len(raw) > 0
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.samples == w.samples
@@ -142,7 +150,7 @@ def test_batches_prepared_on_the_device_equal_the_host_path_bit_for_bit(name):
             for field in ("model_input", "prognostic", "boundary", "label"):
                 a, b = getattr(gs, field), getattr(ws, field)
                 assert tuple(a.shape) == b.shape and a.dtype == torch.float32, f"batch {k} {field}"
-                assert a.contiguous().numpy().tobytes() == np.ascontiguousarray(b).tobytes(), f"batch {k} {field}"
+                assert on_host(a).tobytes() == np.ascontiguousarray(b).tobytes(), f"batch {k} {field}"
         # Unique planes only: no more bytes than the prepared arrays, fewer once planes repeat.
         assert 0 < g.copied_bytes <= sum(s.model_input.nbytes + s.label.nbytes for s in w.steps)
 
@@ -186,8 +194,8 @@ def test_device_normalization_matches_the_formula_on_awkward_values():
             dt = np.float32 if precision == "float32" else np.float64
             m, s = mean.astype(np.float32).astype(np.float64), std.astype(np.float32).astype(np.float64)
             n = SimpleNamespace(mean=m, std=s, precision=precision, wet=wet, normalize_before_mask=before, fill=-3.5)
-            norms = om4.torch._Normalizations(torch, torch.device("cpu"), (n,))
-            got = norms.apply(torch, torch.from_numpy(raw), 0).numpy()
+            norms = om4.torch._Normalizations(torch, torch.device(DEVICE), (n,))
+            got = on_host(norms.apply(torch, torch.from_numpy(raw).to(DEVICE), 0))
 
             def normalize(v):
                 with np.errstate(all="ignore"):
@@ -235,3 +243,52 @@ def test_the_next_batch_is_taken_early_only_when_it_is_ready():
     assert len(yielded) == len(loader)
     list(epoch)
     assert epoch.ready(), "an ended epoch returns at once"
+
+
+def test_a_resident_split_gives_the_same_batches_and_copies_each_plane_once():
+    torch = pytest.importorskip("torch")
+    case = a_case("train_h1_s2_st2")
+    plain = case_loader(case, prepare="device", **PIN)
+    loader = case_loader(case, prepare="device", resident=1 << 34, **PIN)
+    copy = om4.torch.ResidentCopy(loader, DEVICE)
+    assert copy.nbytes == loader.split_bytes > 0 and loader.resident_bytes == 0
+    for epoch in (1, 2):
+        want = list(om4.torch.to_device(plain.epoch(epoch), DEVICE))
+        got = list(om4.torch.to_device(loader.epoch(epoch), DEVICE, resident=copy))
+        assert len(got) == len(want) > 0
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert g.samples == w.samples
+            for gs, ws in zip(g.steps, w.steps):
+                for field in ("model_input", "label"):
+                    a, b = getattr(gs, field), getattr(ws, field)
+                    assert on_host(a).tobytes() == on_host(b).tobytes(), f"epoch {epoch} batch {k} {field}"
+        copied = sum(b.copied_bytes for b in got)
+        if epoch == 1:
+            assert 0 < copied <= sum(b.copied_bytes for b in want)
+            assert loader.resident_bytes == copied, "what was copied is what the copy holds"
+        else:
+            assert copied == 0, "the second epoch copies nothing: every plane it needs is resident"
+    raw = next(iter(loader.epoch(3)))
+    planes = sum(len(t) * len(loader.normalizations[s].mean) for t, s in zip(raw.times, raw.sources))
+    assert raw.resident and raw.nbytes == 0 and raw.resident_planes == planes
+
+
+def test_a_resident_split_refuses_what_it_cannot_do():
+    torch = pytest.importorskip("torch")
+    case = a_case("train_h1_s2_st2")
+    with pytest.raises(RuntimeError, match="budget"):
+        case_loader(case, prepare="device", resident=1000)
+    with pytest.raises(RuntimeError, match="prepared on the device"):
+        case_loader(case, resident=1 << 34)
+    loader = case_loader(case, prepare="device", resident=1 << 34)
+    with pytest.raises(ValueError, match="ResidentCopy"):
+        next(om4.torch.to_device(loader.epoch(1), "cpu"))
+    with pytest.raises(ValueError, match="not resident"):
+        om4.torch.ResidentCopy(case_loader(case, prepare="device"), "cpu")
+    # Another consumer's batches marked planes this copy never saw: a clear error, never wrong data.
+    first = om4.torch.ResidentCopy(loader, "cpu")
+    for batch in loader.epoch(1):
+        batch.mark_resident()
+    with pytest.raises(RuntimeError, match="neither in this batch nor in the device copy"):
+        next(om4.torch.to_device(loader.epoch(2), "cpu", resident=first))
+    assert torch is not None

@@ -130,6 +130,8 @@ pub struct EpochReport {
     pub wait_share: f64,
     /// Wall time of the epoch (training and validation).
     pub wall: Duration,
+    /// Bytes the training batches read from their source (this rank's).
+    pub read_bytes: u64,
 }
 
 #[cfg(test)]

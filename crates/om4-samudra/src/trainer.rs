@@ -9,7 +9,7 @@ use burn::optim::{GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_batch::{Roles, SampleSpace, WindowSpec};
 use om4_burn::{Loader, ModelBatch, loader};
-use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary};
+use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, PrepareOn};
 use om4_store::Om4Source;
 
 use crate::checkpoint::{self, Progress, State};
@@ -49,6 +49,8 @@ pub struct Trainer<S: BatchSource = Om4Source> {
     checkpoint: Option<(PathBuf, usize)>,
     /// Where a resumed run picks up inside its epoch.
     pub(crate) resume_at: Option<Progress>,
+    /// The training split's device budget, when it is resident.
+    resident: Option<u64>,
 }
 
 impl<S: BatchSource> std::fmt::Debug for Trainer<S> {
@@ -97,9 +99,20 @@ pub struct TrainerBuilder<S: BatchSource> {
     device: Device,
     staging: BufferPool,
     parallel: DataParallel,
+    resident: Option<u64>,
 }
 
 impl<S: BatchSource> TrainerBuilder<S> {
+    /// Keeps the training split resident on the device within `budget_bytes`
+    /// ([`om4_pipeline::Loader::resident`]): each plane is read and uploaded once, and later
+    /// batches and epochs gather from the device copy (prepared there: `prepare_on` auto becomes
+    /// device). Default: off.
+    #[must_use]
+    pub fn resident(mut self, budget_bytes: u64) -> Self {
+        self.resident = Some(budget_bytes);
+        self
+    }
+
     /// Where the model trains (default: the CPU, `Device::flex()`); autodiff is enabled on it.
     #[must_use]
     pub fn device(mut self, device: Device) -> Self {
@@ -134,7 +147,7 @@ impl<S: BatchSource> TrainerBuilder<S> {
     /// batch size, epoch count, gradient accumulation or world size; a split too short for its
     /// windows; a failed broadcast of rank 0's weights.
     pub fn build(self) -> Result<Trainer<S>> {
-        let Self { config, model_config, train: train_src, val: val_src, device, staging, parallel } = self;
+        let Self { config, model_config, train: train_src, val: val_src, device, staging, parallel, resident } = self;
         if train_src.channels() != val_src.channels() || train_src.grid() != val_src.grid() {
             return Err(Error::Config {
                 field: "sources",
@@ -154,7 +167,7 @@ impl<S: BatchSource> TrainerBuilder<S> {
         let device = device.autodiff();
         let states = config.hist + 1;
         let train_steps = config.steps_at(1, 1);
-        let train = Trainer::train_loader(&config, &train_src, train_steps, &device, &staging, &parallel)?;
+        let train = Trainer::train_loader(&config, &train_src, train_steps, &device, &staging, &parallel, resident)?;
         let val = Trainer::val_loader(&config, &val_src, &device, &staging, &parallel)?;
         let channels = train_src.channels();
         let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
@@ -207,6 +220,7 @@ impl<S: BatchSource> TrainerBuilder<S> {
             dynamic,
             checkpoint: None,
             resume_at: None,
+            resident,
         })
     }
 }
@@ -223,10 +237,12 @@ impl<S: BatchSource> Trainer<S> {
             device: Device::flex(),
             staging: BufferPool::new(),
             parallel: DataParallel::Single,
+            resident: None,
         }
     }
 
-    /// The training loader for rollouts of `steps` steps.
+    /// The training loader for rollouts of `steps` steps, its split resident within `resident`
+    /// bytes if given.
     fn train_loader(
         config: &TrainConfig,
         source: &Arc<S>,
@@ -234,11 +250,26 @@ impl<S: BatchSource> Trainer<S> {
         device: &Device,
         staging: &BufferPool,
         parallel: &DataParallel,
+        resident: Option<u64>,
     ) -> Result<Loader<S>> {
         let spec = WindowSpec::new(config.hist, steps, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
         let schedule = parallel.schedule(config.batch_size, config.rand_seed, false)?;
-        Ok(loader(Arc::clone(source), space, schedule, config.loading, device.clone()).with_buffers(staging.clone()))
+        let mut loading = config.loading;
+        if resident.is_some() && loading.prepare_on == PrepareOn::Auto {
+            loading.prepare_on = PrepareOn::Device;
+        }
+        let loader = loader(Arc::clone(source), space, schedule, loading, device.clone()).with_buffers(staging.clone());
+        Ok(match resident {
+            Some(budget) => loader.resident(budget)?,
+            None => loader,
+        })
+    }
+
+    /// What the training split's device copy holds, when it is resident
+    /// ([`TrainerBuilder::resident`]).
+    pub fn train_residency(&self) -> Option<&Arc<om4_pipeline::Residency>> {
+        self.train.residency()
     }
 
     /// The validation loader (one rollout step).
@@ -382,8 +413,17 @@ impl<S: BatchSource> Trainer<S> {
         let epoch = self.next_epoch;
         let steps = self.config.steps_at(epoch, self.start_epoch);
         if steps != self.train_steps {
-            self.train =
-                Self::train_loader(&self.config, &self.train_src, steps, &self.device, &self.staging, &self.parallel)?;
+            // A new loader, a new device copy: the old one is freed with the old loader.
+            let resident = self.resident;
+            self.train = Self::train_loader(
+                &self.config,
+                &self.train_src,
+                steps,
+                &self.device,
+                &self.staging,
+                &self.parallel,
+                resident,
+            )?;
             self.train_steps = steps;
         }
         let t0 = Instant::now();
@@ -454,6 +494,7 @@ impl<S: BatchSource> Trainer<S> {
             wait_p95: summary.wait.p95,
             wait_share: summary.wait.total.as_secs_f64() / train_wall.as_secs_f64(),
             wall: t0.elapsed(),
+            read_bytes: summary.bytes,
         })
     }
 

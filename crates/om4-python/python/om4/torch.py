@@ -45,7 +45,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-__all__ = ["DeviceBatch", "DeviceStep", "to_device"]
+__all__ = ["DeviceBatch", "DeviceStep", "ResidentCopy", "to_device"]
 
 
 @dataclass
@@ -153,6 +153,40 @@ class _Normalizations:
         return normalize(torch.where(wet, x, n.fill))
 
 
+class ResidentCopy:
+    """A loader's whole split on a device (``om4.Loader(..., prepare="device", resident=BYTES)``):
+    per variable set one tensor ``(times, channels, y, x)`` of prepared planes. Batches passed
+    through ``to_device(..., resident=copy)`` write the planes they are the first to need into it
+    and gather from it; the loader then reads each plane once, and from the epoch after every
+    plane was first used, reads nothing and copies nothing to the device.
+
+    Making one clears the loader's record of what its device copy holds: one copy per loader,
+    the newest. Its memory is ``loader.split_bytes``, allocated here.
+    """
+
+    def __init__(self, loader: Any, device: Any = "cuda"):
+        import numpy as np
+        import torch
+
+        if loader.split_bytes is None:
+            raise ValueError("this loader's split is not resident: om4.Loader(..., prepare=\"device\", resident=BYTES)")
+        self.device = torch.device(device)
+        y, x = loader.grid
+        self.sets = [torch.zeros((loader.time_len, len(n.mean), y, x), device=self.device) for n in loader.normalizations]
+        self.filled = [np.zeros(loader.time_len, dtype=bool) for _ in loader.normalizations]
+        loader.clear_resident()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the copy on the device."""
+        return sum(t.numel() * t.element_size() for t in self.sets)
+
+    @property
+    def held_planes(self) -> int:
+        """Times written so far, summed over the variable sets."""
+        return int(sum(f.sum() for f in self.filled))
+
+
 def _launch_prepared(copier: Any, batch: Any) -> tuple[DeviceBatch, list]:
     steps, tensors, copied = [], [], 0
     for step in batch.steps:
@@ -164,12 +198,46 @@ def _launch_prepared(copier: Any, batch: Any) -> tuple[DeviceBatch, list]:
     return DeviceBatch(list(batch.samples), steps, batch.wait_s, copied), tensors
 
 
-def _launch_raw(copier: Any, batch: Any, norms: _Normalizations) -> tuple[DeviceBatch, list]:
+def _write_resident(copier: Any, batch: Any, norms: _Normalizations, copy: ResidentCopy) -> list:
+    """Writes a resident batch's fresh planes into `copy` (on the side stream), marks them, and
+    returns each group's planes: the copy's tensor of its variable set, indexed by time."""
+    import numpy as np
+
+    torch = copier.torch
+    for g, s, fresh in zip(batch.groups, batch.sources, batch.fresh_times):
+        if fresh:
+            at = torch.tensor(fresh, dtype=torch.int64).to(copier.device, non_blocking=True)
+            copy.sets[s].index_copy_(0, at, norms.apply(torch, copier.copy(g), s))
+            copy.filled[s][fresh] = True
+    batch.mark_resident()
+    for s, times in zip(batch.sources, batch.times):
+        missing = np.asarray(times)[~copy.filled[s][times]]
+        if missing.size:
+            raise RuntimeError(
+                f"time positions {missing[:4].tolist()} of variable set {s} are neither in this batch nor in the "
+                "device copy: another ResidentCopy or consumer took this loader's batches"
+            )
+    return [copy.sets[s] for s in batch.sources]
+
+
+def _launch_raw(
+    copier: Any, batch: Any, norms: _Normalizations, resident: ResidentCopy | None
+) -> tuple[DeviceBatch, list]:
+    import numpy as np
+
     torch, device = copier.torch, copier.device
+    if batch.resident and resident is None:
+        raise ValueError("this loader's split is resident: pass resident=om4.torch.ResidentCopy(loader, device)")
     with copier.side():
-        planes = [norms.apply(torch, copier.copy(g), s) for g, s in zip(batch.groups, batch.sources)]
         roles = [r for r in (batch.input, batch.label, batch.boundary) if r is not None]
-        rows = [torch.from_numpy(r).to(device, non_blocking=True) for _, r in roles]
+        if batch.resident:
+            planes = _write_resident(copier, batch, norms, resident)
+            # rows index each group's times; the copy is indexed by time position
+            index = [torch.from_numpy(np.asarray(batch.times[g], dtype=np.int64)[r]) for g, r in roles]
+        else:
+            planes = [norms.apply(torch, copier.copy(g), s) for g, s in zip(batch.groups, batch.sources)]
+            index = [torch.from_numpy(r) for _, r in roles]
+        rows = [i.to(device, non_blocking=True) for i in index]
         n, n_steps, states = roles[0][1].shape
 
         def gather(role: int, k: int) -> Any:
@@ -190,7 +258,9 @@ def _launch_raw(copier: Any, batch: Any, norms: _Normalizations) -> tuple[Device
     return DeviceBatch(list(batch.samples), steps, batch.wait_s, batch.nbytes), tensors
 
 
-def to_device(batches: Iterable[Any], device: Any = "cuda", *, _copier: Any = None) -> Iterator[DeviceBatch]:
+def to_device(
+    batches: Iterable[Any], device: Any = "cuda", *, resident: ResidentCopy | None = None, _copier: Any = None
+) -> Iterator[DeviceBatch]:
     """Yields each batch of `batches` (``om4.Batch``, or ``om4.RawBatch`` from a loader with
     ``prepare="device"``, prepared here on the device) as a :class:`DeviceBatch` on `device`
     (``"cuda"``, ``"cuda:1"``, a ``torch.device``, or ``"cpu"``), copying batch N+1 while batch N
@@ -198,7 +268,8 @@ def to_device(batches: Iterable[Any], device: Any = "cuda", *, _copier: Any = No
 
     A batch's om4 buffers return to the loader's pool only after the event recorded behind its
     copies has completed, so no copy ever reads a buffer the loader is refilling. The tensors are
-    ready on the consumer's current stream when yielded and safe to keep.
+    ready on the consumer's current stream when yielded and safe to keep. With a resident split,
+    `resident` is the loader's :class:`ResidentCopy` on `device`.
     """
     if _copier is None:
         import torch
@@ -217,7 +288,7 @@ def to_device(batches: Iterable[Any], device: Any = "cuda", *, _copier: Any = No
             key = id(batch.normalizations)
             if key not in norms:
                 norms[key] = _Normalizations(copier.torch, copier.device, batch.normalizations)
-            ready, tensors = _launch_raw(copier, batch, norms[key])
+            ready, tensors = _launch_raw(copier, batch, norms[key], resident)
         else:
             ready, tensors = _launch_prepared(copier, batch)
         event = copier.record()
