@@ -13,7 +13,7 @@ const KEEP_FREE: usize = 3;
 struct Shared {
     free: Mutex<Vec<HostMem>>,
     /// Free buffers kept; a returned buffer beyond these frees the smallest.
-    keep_free: usize,
+    keep_free: AtomicUsize,
     leased: AtomicUsize,
     allocations: AtomicUsize,
     /// Bytes of every buffer the pool owns (leased or free), and their high-water mark.
@@ -27,7 +27,7 @@ impl Shared {
     fn new(keep_free: usize) -> Self {
         Self {
             free: Mutex::default(),
-            keep_free,
+            keep_free: AtomicUsize::new(keep_free),
             leased: AtomicUsize::new(0),
             allocations: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
@@ -153,10 +153,7 @@ impl BufferPool {
     /// kept beside a new allocation, so batches of slowly varying size do not pile up buffers.
     pub fn acquire(&self, len: usize) -> PooledBuf {
         if len == 0 {
-            // Nothing to hold (a group of a resident batch with no new plane): no memory taken from
-            // the pool, none given back, none allocated.
-            self.shared.leased.fetch_add(1, Ordering::Relaxed);
-            return PooledBuf { mem: None, len: 0, pool: Arc::clone(&self.shared) };
+            return self.empty();
         }
         let (fits, largest) = {
             let mut free = self.shared.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -179,8 +176,69 @@ impl BufferPool {
             (None, Some(small)) => self.regrow(small, len),
             (None, None) => self.allocate(len),
         };
+        self.lease(mem, len)
+    }
+
+    /// A buffer of `len` values from buffers of one kind, all of `capacity` values (at least
+    /// `len`): a free buffer of `capacity` to twice that is reused, else one of `capacity` is
+    /// allocated; none of another kind is taken or grown. A loader that knows the largest buffer
+    /// of each kind its batches can ask for (planes of a variable set) asks this way, so that
+    /// once as many buffers of each kind exist as its batches in flight hold, it allocates none.
+    pub fn acquire_with_capacity(&self, len: usize, capacity: usize) -> PooledBuf {
+        if len == 0 {
+            return self.empty();
+        }
+        let capacity = capacity.max(len);
+        let found = {
+            let mut free = self.shared.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            free.iter()
+                .enumerate()
+                .filter(|(_, b)| (capacity..=capacity.saturating_mul(2)).contains(&b.capacity()))
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i)
+                .map(|i| free.swap_remove(i))
+        };
+        let mem = found.unwrap_or_else(|| self.allocate(capacity));
+        self.lease(mem, len)
+    }
+
+    /// Allocates buffers of `capacity` values until the pool holds `count` of that kind (see
+    /// [`acquire_with_capacity`](Self::acquire_with_capacity)), counting the free ones and every
+    /// leased one, and keeps them: a loader reserves what its batches in flight hold before an
+    /// epoch's first read, so that no allocation (page-locked ones synchronize the device) falls
+    /// inside the epoch, and buffers its consumer still holds from the last epoch count as held.
+    pub fn reserve(&self, capacity: usize, count: usize) {
+        if capacity == 0 {
+            return;
+        }
+        let kind = capacity..=capacity.saturating_mul(2);
+        let have = {
+            let free = self.shared.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            free.iter().filter(|b| kind.contains(&b.capacity())).count() + self.leased()
+        };
+        let new: Vec<HostMem> = (have..count).map(|_| self.allocate(capacity)).collect();
+        let mut free = self.shared.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let kept = free.len() + new.len();
+        self.shared.keep_free.fetch_max(kept, Ordering::Relaxed);
+        free.extend(new);
+    }
+
+    /// A buffer of no values (a group of a resident batch with no new plane): no memory taken
+    /// from the pool, none given back, none allocated.
+    fn empty(&self) -> PooledBuf {
+        self.shared.leased.fetch_add(1, Ordering::Relaxed);
+        PooledBuf { mem: None, len: 0, pool: Arc::clone(&self.shared) }
+    }
+
+    fn lease(&self, mem: HostMem, len: usize) -> PooledBuf {
         self.shared.leased.fetch_add(1, Ordering::Relaxed);
         PooledBuf { mem: Some(mem), len, pool: Arc::clone(&self.shared) }
+    }
+
+    /// Keeps at least `n` free buffers for reuse from now on (a loader raises it to the buffers
+    /// its batches in flight hold, so that none is freed only to be allocated again).
+    pub fn keep_free_at_least(&self, n: usize) {
+        self.shared.keep_free.fetch_max(n, Ordering::Relaxed);
     }
 
     /// Buffers handed out and not yet returned.
@@ -338,7 +396,7 @@ impl Drop for PooledBuf {
         let Some(mem) = self.mem.take() else { return };
         let mut free = self.pool.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         free.push(mem);
-        if free.len() > self.pool.keep_free {
+        if free.len() > self.pool.keep_free.load(Ordering::Relaxed) {
             let smallest =
                 free.iter().enumerate().min_by_key(|(_, b)| b.capacity()).map(|(i, _)| i).expect("non-empty");
             let evicted = free.swap_remove(smallest);

@@ -383,14 +383,29 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         }
         let total = batches.len() - first_batch;
         let depth = self.config.prefetch_batches;
-        let fresh = match &self.residency {
-            Some(residency) => self.fresh_times(&batches[first_batch..], residency)?.into_iter().map(Some).collect(),
-            None => vec![None; total],
-        };
+        let EpochPlan { fresh, capacity, output_capacity, steps } = self.plan_epoch(&batches[first_batch..])?;
+        // Staging buffers are sized to the largest a batch of their group can need, and as many of
+        // each are allocated before the first read as the batches in flight can hold: per lane its
+        // queue (`depth / lanes`, rounded up) and one being read or waiting to be queued, then one
+        // being finished; raw batches keep theirs further, one more at the finishing stage and
+        // its queue, and three with the consumer (the batch in use, the one before it, one being
+        // copied). An epoch then allocates none unless its consumer keeps more.
+        let read_ahead = lanes * (depth.div_ceil(lanes) + 1) + 1;
+        let count = if self.on_host.is_some() { read_ahead } else { read_ahead + 5 };
+        for &c in &capacity {
+            self.buffers.reserve(c, count);
+        }
+        if self.on_host.is_some() {
+            // Step buffers, two per rollout step, all of one size: with the batch being prepared,
+            // two at the finishing stage and three with the consumer.
+            self.outputs.reserve(output_capacity, 6 * 2 * steps);
+        }
+        let capacity = Arc::new(capacity);
         // Batch k (counted from `first_batch`) is read by lane k mod `lanes`, each lane on a
         // producer thread of its own; with prefetch 0, one lane on the consumer's thread.
         let mut work: Vec<Vec<Work>> = vec![Vec::new(); lanes];
         for (i, ((k, indices), fresh)) in batches.into_iter().enumerate().skip(first_batch).zip(fresh).enumerate() {
+            let fresh = self.residency.as_ref().map(|_| fresh);
             work[i % lanes].push(Work { k, indices, fresh });
         }
         let stage = Stage {
@@ -399,6 +414,7 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
             grid: self.source.grid(),
             pool: self.source.read_pool().cloned(),
             outputs: self.outputs.clone(),
+            output_capacity,
         };
         let mut iter = Epoch {
             feed: Feed::Closed,
@@ -409,7 +425,7 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
             finished: false,
         };
         if depth == 0 {
-            let mut produce = self.producer(work.pop().unwrap_or_default());
+            let mut produce = self.producer(work.pop().unwrap_or_default(), Arc::clone(&capacity));
             iter.feed = Feed::Inline(Box::new(move || {
                 let (k, read) = produce()?;
                 Some(read.and_then(|r| stage.run(k, r)))
@@ -419,7 +435,7 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         let mut receivers = Vec::with_capacity(lanes);
         for lane in work {
             let (read_tx, read_rx) = bounded::<(usize, Result<ReadBatch>)>(depth.div_ceil(lanes));
-            let mut produce = self.producer(lane);
+            let mut produce = self.producer(lane, Arc::clone(&capacity));
             let reader = std::thread::Builder::new()
                 .name("om4-loader".into())
                 .spawn(move || {
@@ -457,28 +473,51 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         Ok(iter)
     }
 
-    /// For each of `batches` in order, per read group, the times it is the first to need that
-    /// the device copy lacks (as `residency` stands when the epoch starts).
-    fn fresh_times(&self, batches: &[Vec<usize>], residency: &Residency) -> Result<Vec<Vec<Vec<usize>>>> {
-        let mut seen = residency.snapshot();
-        let (roles, channels) = (self.source.roles(), self.source.channels());
-        batches
-            .iter()
-            .map(|indices| {
-                let plan = BatchPlan::new(&self.space.samples(indices)?, &roles, &channels)?;
-                Ok(plan
-                    .groups()
-                    .iter()
-                    .map(|g| {
+    /// Plans `batches` in order: per batch and read group the times to read (all of the group's,
+    /// or with a resident split those it is the first to need that the device copy lacks, as
+    /// the copy stands when the epoch starts), and per group the largest buffer any batch of any
+    /// epoch can need (a full batch of samples none of whose times overlap), so that buffers
+    /// sized to it fit every later request.
+    fn plan_epoch(&self, batches: &[Vec<usize>]) -> Result<EpochPlan> {
+        let mut seen = self.residency.as_ref().map(|r| r.snapshot());
+        let (roles, channels, plane) = (self.source.roles(), self.source.channels(), self.source.grid().plane());
+        let batch = batches.iter().map(Vec::len).max().unwrap_or(0);
+        let capacity: Vec<usize> = match batches.first().and_then(|b| b.first()) {
+            Some(&one) => BatchPlan::new(&self.space.samples(&[one])?, &roles, &channels)?
+                .groups()
+                .iter()
+                .map(|g| (g.times.len() * batch).min(self.source.time_len()) * g.channels * plane)
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut fresh = Vec::with_capacity(batches.len());
+        let (mut output_capacity, mut steps) = (0, 0);
+        for indices in batches {
+            let plan = BatchPlan::new(&self.space.samples(indices)?, &roles, &channels)?;
+            let (input, label) = om4_batch::step_lens(&plan, self.source.grid());
+            output_capacity = output_capacity.max(input).max(label);
+            steps = plan.steps();
+            let times: Vec<Vec<usize>> = plan
+                .groups()
+                .iter()
+                .map(|g| match &mut seen {
+                    Some(seen) => {
                         g.times.iter().copied().filter(|&t| !std::mem::replace(&mut seen[g.source][t], true)).collect()
-                    })
-                    .collect())
-            })
-            .collect()
+                    }
+                    None => g.times.clone(),
+                })
+                .collect();
+            fresh.push(times);
+        }
+        Ok(EpochPlan { fresh, capacity, output_capacity, steps })
     }
 
     /// Reads `lane`'s batches in turn, one per call; a panic becomes an error naming the batch.
-    fn producer(&self, lane: Vec<Work>) -> impl FnMut() -> Option<(usize, Result<ReadBatch>)> + Send + 'static {
+    fn producer(
+        &self,
+        lane: Vec<Work>,
+        capacity: Arc<Vec<usize>>,
+    ) -> impl FnMut() -> Option<(usize, Result<ReadBatch>)> + Send + 'static {
         let source = Arc::clone(&self.source);
         let space = self.space.clone();
         let buffers = self.buffers.clone();
@@ -488,7 +527,9 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
             let Work { k, indices, fresh } = lane.next()?;
             let fresh =
                 fresh.map(|times| (times, Arc::clone(residency.as_ref().expect("fresh times come with a residency"))));
-            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, &buffers, indices, fresh)));
+            let alloc =
+                |g: usize, len: usize| buffers.acquire_with_capacity(len, capacity.get(g).copied().unwrap_or(0));
+            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, alloc, indices, fresh)));
             Some((
                 k,
                 result.unwrap_or_else(|panic| Err(Error::ProducerPanic { batch: k, message: panic_message(&*panic) })),
@@ -525,6 +566,15 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
+/// An epoch's read plan: per batch and group the times to read, per group the largest buffer.
+struct EpochPlan {
+    fresh: Vec<Vec<Vec<usize>>>,
+    capacity: Vec<usize>,
+    /// The largest step buffer of the host path, and the rollout steps.
+    output_capacity: usize,
+    steps: usize,
+}
+
 /// One batch of a lane: its number in the epoch, its sample indices, and (with a resident split)
 /// the times per read group to read.
 #[derive(Debug, Clone)]
@@ -548,7 +598,7 @@ struct ReadBatch {
 fn read_batch<S: BatchSource + ?Sized>(
     source: &S,
     space: &SampleSpace,
-    buffers: &BufferPool,
+    alloc: impl FnMut(usize, usize) -> PooledBuf,
     indices: Vec<usize>,
     fresh: Option<(Vec<Vec<usize>>, Arc<Residency>)>,
 ) -> Result<ReadBatch> {
@@ -563,7 +613,7 @@ fn read_batch<S: BatchSource + ?Sized>(
         }
         None => plan.groups().to_vec(),
     };
-    let groups = read_listed(source, &listed, |len| buffers.acquire(len))?;
+    let groups = read_listed(source, &listed, alloc)?;
     let planes = plan.planes();
     let read: usize = listed.iter().map(ReadGroup::planes).sum();
     let telemetry = BatchTelemetry {
@@ -583,6 +633,8 @@ struct Stage<T> {
     grid: Grid,
     pool: Option<om4_batch::ReadPool>,
     outputs: BufferPool,
+    /// Values of every host-path step buffer: the epoch's largest.
+    output_capacity: usize,
 }
 
 impl<T> Stage<T> {
@@ -610,6 +662,7 @@ impl<T> Stage<T> {
                 self.grid,
                 self.pool.as_ref(),
                 &self.outputs,
+                self.output_capacity,
             )?),
             (None, None) => HostBatch::Raw { plan, groups },
         };

@@ -29,7 +29,9 @@ pub struct PreparedBatch {
 }
 
 /// Prepares the plan's raw group buffers in place (on `pool`, else rayon's global pool) and
-/// gathers them into step buffers from `outputs`; the group buffers go back to their pool.
+/// gathers them into step buffers from `outputs`, each of at least `capacity` values (a loader
+/// passes its epoch's largest, so that one kind of buffer serves every step; 0: exact); the
+/// group buffers go back to their pool.
 ///
 /// # Errors
 /// [`om4_batch::Error::BufferLength`] when buffers or normalizations do not match the plan,
@@ -41,13 +43,14 @@ pub fn prepare_on_host(
     grid: Grid,
     pool: Option<&ReadPool>,
     outputs: &BufferPool,
+    capacity: usize,
 ) -> Result<PreparedBatch> {
     let refs: Vec<&Normalization> = normalizations.iter().collect();
     // Leased here, on the loader's thread: a new allocation is then not made on whichever pool
     // thread runs the gather (glibc would keep an arena per pool thread).
     let (n_input, n_label) = om4_batch::step_lens(plan, grid);
-    let mut steps: Vec<(PooledBuf, PooledBuf)> =
-        (0..plan.steps()).map(|_| (outputs.acquire(n_input), outputs.acquire(n_label))).collect();
+    let lease = |n: usize| outputs.acquire_with_capacity(n, capacity);
+    let mut steps: Vec<(PooledBuf, PooledBuf)> = (0..plan.steps()).map(|_| (lease(n_input), lease(n_label))).collect();
     let mut run = || om4_batch::prepare_and_gather_into_steps(plan, &mut groups, &refs, grid, &mut steps);
     match pool {
         Some(pool) => pool.install(run)?,

@@ -56,21 +56,22 @@ pub trait BatchSource: Send + Sync + 'static {
 pub fn read_groups<S: BatchSource + ?Sized, B: AsMut<[f32]> + Send>(
     source: &S,
     plan: &BatchPlan,
-    alloc: impl FnMut(usize) -> B,
+    mut alloc: impl FnMut(usize) -> B,
 ) -> Result<Vec<B>> {
-    read_listed(source, plan.groups(), alloc)
+    read_listed(source, plan.groups(), |_, len| alloc(len))
 }
 
-/// [`read_groups`] for any list of groups; a group without times is not read.
+/// [`read_groups`] for any list of groups, each buffer from `alloc(group index, len)`; a group
+/// without times is not read.
 pub(crate) fn read_listed<S: BatchSource + ?Sized, B: AsMut<[f32]> + Send>(
     source: &S,
     groups: &[ReadGroup],
-    mut alloc: impl FnMut(usize) -> B,
+    mut alloc: impl FnMut(usize, usize) -> B,
 ) -> Result<Vec<B>> {
     let plane = source.grid().plane();
     let read =
         |g: &ReadGroup, buf: &mut B| if g.times.is_empty() { Ok(()) } else { source.read_group(g, buf.as_mut()) };
-    let mut bufs: Vec<B> = groups.iter().map(|g| alloc(g.planes() * plane)).collect();
+    let mut bufs: Vec<B> = groups.iter().enumerate().map(|(i, g)| alloc(i, g.planes() * plane)).collect();
     let results: Vec<Result<()>> = match bufs.split_first_mut() {
         None => Vec::new(),
         Some((first, [])) => vec![read(&groups[0], first)],

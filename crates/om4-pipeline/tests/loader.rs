@@ -310,3 +310,33 @@ fn a_resident_split_is_refused_over_budget_or_prepared_on_the_host() {
     let err = host.resident(u64::MAX).unwrap_err().to_string();
     assert!(err.contains("prepared on the device"), "{err}");
 }
+
+#[test]
+fn staging_buffers_are_allocated_in_an_epochs_first_batches_only() {
+    let source = memory();
+    for (prepare_on, prefetch, reads) in [(PrepareOn::Device, 2, 1), (PrepareOn::Host, 3, 2), (PrepareOn::Device, 4, 2)]
+    {
+        let loader = Loader::new(
+            Arc::clone(&source),
+            space(&*source),
+            schedule(),
+            LoaderConfig { prepare_on, ..config(prefetch, reads, true) },
+        );
+        let mut held = std::collections::VecDeque::new();
+        let mut counts = Vec::new();
+        for epoch in 1..=3 {
+            for (k, b) in loader.epoch(epoch).unwrap().enumerate() {
+                held.push_back(b.unwrap()); // a consumer holding its last two batches
+                if held.len() > 2 {
+                    held.pop_front();
+                }
+                if epoch == 1 && k == prefetch + 2 {
+                    counts.push(loader.buffers().allocations());
+                }
+            }
+            held.clear(); // the epoch is over: its batches are let go
+            counts.push(loader.buffers().allocations());
+        }
+        assert!(counts.iter().all(|&c| c == counts[0]), "{prepare_on:?}: {counts:?}");
+    }
+}

@@ -115,8 +115,9 @@ def test_released_batches_return_their_buffers():
         for _batch in om4.torch.to_device(loader.epoch(1), _copier=device):
             device.complete_all_but(0)
     assert device.faults == []
-    # Two arrays per step per batch; to_device holds two batches more than a plain loop.
-    assert loader.buffer_allocations <= 2 * (2 + 3 + 2), loader.buffer_allocations
+    # Two arrays per step per batch for the six batches the loader reserves (to_device's two
+    # extra fit the consumer's three); none allocated after.
+    assert loader.buffer_allocations == 2 * 6, loader.buffer_allocations
 
 
 # Preparation on the device (prepare="device"), on the CPU with torch CPU tensors: the same
@@ -292,3 +293,18 @@ def test_a_resident_split_refuses_what_it_cannot_do():
     with pytest.raises(RuntimeError, match="neither in this batch nor in the device copy"):
         next(om4.torch.to_device(loader.epoch(2), "cpu", resident=first))
     assert torch is not None
+
+
+@pytest.mark.parametrize("prepare", ["host", "device"])
+def test_no_staging_buffer_is_allocated_after_an_epochs_first_batches(prepare):
+    """Pinned allocations synchronize the device: the loader sizes its staging buffers to the
+    epoch's largest and keeps enough free, so after the first batches it allocates none."""
+    pytest.importorskip("torch")
+    loader = case_loader(a_case("train_h0_s1_st1"), prefetch=2, prepare=prepare, **PIN)
+    counts = []
+    for epoch in (1, 2, 3):
+        for k, _batch in enumerate(om4.torch.to_device(loader.epoch(epoch), DEVICE)):
+            if epoch == 1 and k == 2:
+                counts.append(loader.staging_allocations + loader.buffer_allocations)
+        counts.append(loader.staging_allocations + loader.buffer_allocations)
+    assert len(set(counts)) == 1, f"allocations after batch 3 of epoch 1, then after each epoch: {counts}"
