@@ -3,7 +3,6 @@
 
 mod bench;
 mod cmd;
-mod npy;
 
 use std::process::ExitCode;
 

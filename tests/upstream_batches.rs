@@ -18,7 +18,7 @@ fn upstream() -> PathBuf {
 
 /// A NumPy array: its dtype descriptor, shape and raw little-endian bytes.
 fn read_npy(path: &Path) -> (String, Vec<usize>, Vec<u8>) {
-    let npy = om4_testkit::Npy::read(path).unwrap_or_else(|e| panic!("{e}"));
+    let npy = om4_store::npy::Npy::read(path).unwrap_or_else(|e| panic!("{e}"));
     (npy.descr, npy.shape, npy.data)
 }
 

@@ -26,23 +26,11 @@ pub(crate) struct Args {
     out: PathBuf,
 }
 
-/// A NumPy 1.0 array: values as f32 (from `<f4`, `<f8`, `|b1`, `|u1`, `<i8`) and its shape.
+/// A `.npy` array's values as f32 and its shape.
 fn read_npy(path: &Path) -> Result<(Vec<f32>, Vec<usize>), String> {
-    let npy = om4_testkit::Npy::read(path)?;
+    let npy = om4_store::npy::Npy::read(path).map_err(|e| e.to_string())?;
     let values = npy.to_f32().map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((values, npy.shape))
-}
-
-fn write_npy(path: &Path, shape: &[usize], values: &[f32]) -> std::io::Result<()> {
-    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims.join(", "));
-    header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&u16::try_from(header.len()).expect("short header").to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    std::fs::write(path, out)
 }
 
 /// Runs the forward pass of `a` on `device` and writes its output.
@@ -64,7 +52,7 @@ pub(crate) fn run(a: &Args, device: &Device) -> Result<(), Box<dyn std::error::E
     let land = Tensor::<4, Bool>::from_data(TensorData::new(land, [1, a.out_channels, h, w]), device);
     let t0 = std::time::Instant::now();
     let y = model.forward(x, land).into_data().try_to_vec::<f32>().map_err(|e| format!("{e:?}"))?;
-    write_npy(&a.out, &[1, a.out_channels, h, w], &y)?;
+    om4_store::npy::write_f32(&a.out, &[1, a.out_channels, h, w], &y)?;
     println!("wrote {} ({} × {h} × {w}) in {:.2} s", a.out.display(), a.out_channels, t0.elapsed().as_secs_f64());
     Ok(())
 }

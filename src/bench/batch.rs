@@ -88,8 +88,8 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
     if let Some(out) = &a.check_out {
         std::fs::create_dir_all(out)?;
         for (k, step) in prepared.steps.iter().enumerate() {
-            crate::npy::write_f32(&out.join(format!("step{k}_input.npy")), &prepared.input_shape, &step.input)?;
-            crate::npy::write_f32(&out.join(format!("step{k}_label.npy")), &prepared.label_shape, &step.label)?;
+            om4_store::npy::write_f32(&out.join(format!("step{k}_input.npy")), &prepared.input_shape, &step.input)?;
+            om4_store::npy::write_f32(&out.join(format!("step{k}_label.npy")), &prepared.label_shape, &step.label)?;
         }
         let samples: Vec<Vec<usize>> =
             loader.epoch(1)?.take(n).map(|b| b.map(|b| b.samples)).collect::<Result<_, _>>()?;

@@ -127,7 +127,7 @@ pub(crate) fn run(a: &ReadArgs) -> Result<()> {
         open_plus_first_window = Some(opened.elapsed().as_secs_f64());
         if let Some(path) = &a.check_out {
             let g = set.grid();
-            crate::npy::write_f32(path, &[a.steps, set.len(), g.y, g.x], &bufs[0])?;
+            om4_store::npy::write_f32(path, &[a.steps, set.len(), g.y, g.x], &bufs[0])?;
         }
         pass(&mut bufs)?; // warm-up: page cache and allocator
     }

@@ -12,7 +12,7 @@ use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, PrepareOn};
 use om4_store::{Om4Source, ReadPool, SourceConfig};
 use serde_json::json;
 
-use crate::npy;
+use om4_store::npy;
 
 /// Write the batches of one epoch as upstream Samudra's loader gives them to the model:
 /// DIR/batch_NNN/step_K/{prognostic,boundary,label,model_input}.npy (float32), DIR/label_mask.npy

@@ -35,7 +35,7 @@ fn dump(location: &om4_store::StoreLocation, channels: &[String], times: &[usize
     let mut buf = vec![0f32; times.len() * set.len() * grid.plane()];
     let sel = set.all_rows();
     store.reader(&ReadPool::new(crate::num_threads())?, &set, &sel).read(times, &mut buf)?;
-    crate::npy::write_f32(out, &[times.len(), set.len(), grid.y, grid.x], &buf)
+    om4_store::npy::write_f32(out, &[times.len(), set.len(), grid.y, grid.x], &buf)
         .with_context(|| format!("writing {}", out.display()))?;
     println!("wrote {} ({} × {} × {} × {})", out.display(), times.len(), set.len(), grid.y, grid.x);
     Ok(())

@@ -235,12 +235,6 @@ impl BufferPool {
         PooledBuf { mem: Some(mem), len, pool: Arc::clone(&self.shared) }
     }
 
-    /// Keeps at least `n` free buffers for reuse from now on (a loader raises it to the buffers
-    /// its batches in flight hold, so that none is freed only to be allocated again).
-    pub fn keep_free_at_least(&self, n: usize) {
-        self.shared.keep_free.fetch_max(n, Ordering::Relaxed);
-    }
-
     /// Buffers handed out and not yet returned.
     pub fn leased(&self) -> usize {
         self.shared.leased.load(Ordering::Relaxed)

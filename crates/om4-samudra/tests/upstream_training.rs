@@ -70,9 +70,7 @@ fn ema_equals_upstream_ema_tracker_bit_for_bit() {
 }
 
 fn npy_f32(path: &Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).unwrap();
-    let n = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
-    bytes[10 + n..].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    om4_store::npy::Npy::read(path).and_then(|n| n.to_f32()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

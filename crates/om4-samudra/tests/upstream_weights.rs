@@ -15,28 +15,10 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/upstream/model")
 }
 
-/// A NumPy 1.0 array as f64 values (from `<f4`, `<f8` or `|b1`) and its shape.
+/// A `.npy` array as f64 values and its shape.
 fn npy(path: &Path) -> (Vec<f64>, Vec<usize>) {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let n = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
-    let header = std::str::from_utf8(&bytes[10..10 + n]).unwrap();
-    let shape_text = &header[header.find("'shape': (").unwrap() + 10..];
-    let shape: Vec<usize> = shape_text[..shape_text.find(')').unwrap()]
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().unwrap())
-        .collect();
-    let data = &bytes[10 + n..];
-    let values = if header.contains("<f4") {
-        data.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap()))).collect()
-    } else if header.contains("<f8") {
-        data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
-    } else if header.contains("|b1") {
-        data.iter().map(|&b| f64::from(b)).collect()
-    } else {
-        panic!("{}: unsupported dtype in {header}", path.display())
-    };
-    (values, shape)
+    let npy = om4_store::npy::Npy::read(path).unwrap_or_else(|e| panic!("{e}"));
+    (npy.to_f64().unwrap_or_else(|e| panic!("{}: {e}", path.display())), npy.shape)
 }
 
 fn config(variant: &str) -> SamudraConfig {

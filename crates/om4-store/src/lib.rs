@@ -66,6 +66,7 @@ mod error;
 mod location;
 mod masks;
 mod meta;
+pub mod npy;
 mod read;
 #[cfg(feature = "bench-reference")]
 mod reference;

@@ -13,7 +13,7 @@ fn data_dir() -> PathBuf {
 
 /// A float32 `.npy` file: (shape, values).
 fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
-    let npy = om4_testkit::Npy::read(path).unwrap();
+    let npy = om4_store::npy::Npy::read(path).unwrap();
     assert_eq!(npy.descr, "<f4");
     (npy.shape.clone(), npy.to_f32().unwrap())
 }
