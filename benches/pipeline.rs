@@ -11,11 +11,11 @@ use burn::tensor::Device;
 use criterion::{Criterion, criterion_group, criterion_main};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{BatchSource, EpochSummary, LoaderConfig, PrepareOn, loader};
-use om4_store::{Om4Source, ReadPool, SourceConfig, SynthCodec, SynthConfig, synthesize};
+use om4_store::{Codec, Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
 
 fn pipeline(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = SynthConfig { times: 33, codec: SynthCodec::BloscLz4, ..SynthConfig::default() };
+    let cfg = SynthConfig { times: 33, codec: Codec::BloscLz4, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).expect("synthesize");
     let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 19);
     let source = Arc::new(Om4Source::open(&config, ReadPool::new(2).expect("pool")).expect("source"));

@@ -1,14 +1,14 @@
 //! Store reads: planes/s and bytes/s for uncompressed, blosc-lz4 and zstd stores, 1 and N threads.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, channel_names, synthesize};
+use om4_store::{Codec, Om4Store, ReadPool, SynthConfig, channel_names, synthesize};
 
 fn read(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut group = c.benchmark_group("read_window");
     group.sample_size(10);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    for codec in [SynthCodec::None, SynthCodec::BloscLz4, SynthCodec::Zstd] {
+    for codec in [Codec::None, Codec::BloscLz4, Codec::Zstd] {
         // 2° grid, 80 channels, 12 steps: a 6-step window is 480 planes (31 MB)
         let cfg = SynthConfig { times: 12, codec, consolidated: true, ..SynthConfig::default() };
         let paths = synthesize(&dir.path().join(format!("{codec:?}")), &cfg, |_, _| {}).expect("synthesize");

@@ -195,9 +195,7 @@ fn steps(args: &OpsArgs, device: &Device, cpu: &Device) -> Res<bool> {
     let mut ok = adam(args, device, cpu)?;
     for norm in [NormKind::Instance, NormKind::Batch] {
         let config = SamudraConfig { norm, ..SamudraConfig::tiny() };
-        cpu.seed(7);
-        let model = config.init(inputs, outputs, cpu);
-        let _drawn = model.valid(); // every parameter draws its value, on the host
+        let model = config.init_seeded(inputs, outputs, 7);
         let side = |dev: &Device, nudge: bool| -> Res<(Vec<f32>, Vec<f32>)> {
             let data = |shape: [usize; 4], salt: u64| {
                 let mut v = values(shape.iter().product(), salt);

@@ -79,11 +79,7 @@ impl Bench {
         let (prog, bound) = (states * PROGNOSTIC, states * BOUNDARY);
         // The weights are drawn on the host and moved, as the trainer draws them: the same network
         // on every device.
-        let host = burn::tensor::Device::flex().autodiff();
-        host.seed(0);
-        let model = config.init(prog + bound, prog, &host);
-        let _drawn = model.valid();
-        let model = model.fork(&device);
+        let model = config.init_seeded(prog + bound, prog, 0).fork(&device);
         device.seed(0);
         let parameters = om4_samudra::model::trainable_params(&model);
         let normal = Distribution::Normal(0.0, 1.0);

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use om4_store::{SynthCodec, SynthConfig, SynthLayout, SynthPaths, ZarrFormat, synthesize};
+use om4_store::{Codec, SynthConfig, SynthLayout, SynthPaths, ZarrFormat, synthesize};
 use serde_json::json;
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -72,7 +72,7 @@ pub(crate) fn run(a: &SynthArgs) -> Result<()> {
         GridArg::One => (180, 360),
         GridArg::Quarter => (720, 1440),
     };
-    let codec: SynthCodec =
+    let codec: Codec =
         serde_json::from_value(json!(a.codec)).with_context(|| format!("unknown codec {:?}", a.codec))?;
     let cfg = SynthConfig {
         ny: a.ny.unwrap_or(ny),

@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 use om4_batch::{BatchPlan, ReadGroup, SampleSpace, Schedule, WindowSpec, reference_batch};
 
-use crate::loader::{HostBatch, Loader, LoaderConfig, PrepareOn};
+use crate::config::{LoaderConfig, PrepareOn};
+use crate::loader::{HostBatch, Loader};
 use crate::memory::MemorySource;
 use crate::source::BatchSource;
 

@@ -48,8 +48,10 @@
 #![warn(missing_docs)]
 
 mod buffers;
+mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod epoch;
 mod error;
 mod loader;
 mod memory;
@@ -61,8 +63,10 @@ mod source;
 mod telemetry;
 
 pub use buffers::{BufferPool, PooledBuf};
+pub use config::{LoaderConfig, LoaderKind, PrepareOn};
+pub use epoch::Epoch;
 pub use error::{Error, Result};
-pub use loader::{BoxError, Epoch, Finish, Host, HostBatch, Loaded, Loader, LoaderConfig, LoaderKind, PrepareOn};
+pub use loader::{BoxError, Finish, Host, HostBatch, Loaded, Loader};
 pub use memory::MemorySource;
 pub use prepare::{PreparedBatch, PreparedStep, prepare_on_host};
 pub use resident::{FreshPlanes, Residency};

@@ -7,92 +7,19 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, bounded};
-use om4_batch::{BatchPlan, Grid, Normalization, ReadGroup, SampleSpace, Schedule};
-use serde::{Deserialize, Serialize};
+use crossbeam_channel::bounded;
+use om4_batch::{BatchPlan, Normalization, ReadGroup, SampleSpace, Schedule};
 
 use crate::buffers::{BufferPool, PooledBuf};
+use crate::config::{LoaderConfig, PrepareOn};
+use crate::epoch::{Epoch, Feed, InOrder, Stage, panic_message};
 use crate::error::{Error, Result};
-use crate::prepare::{PreparedBatch, prepare_on_host};
+use crate::prepare::PreparedBatch;
 use crate::resident::{FreshPlanes, Residency};
 use crate::source::{BatchSource, read_listed};
 use crate::telemetry::BatchTelemetry;
-
-/// Loader settings, with Samudra's `data.loading` words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LoaderConfig {
-    /// Batches read ahead of the consumer (0: read on demand; at most
-    /// [`LoaderConfig::MAX_PREFETCH`]).
-    pub prefetch_batches: usize,
-    /// Threads of the shared read pool (Samudra's default, 32: reads from disk wait on I/O, and
-    /// on page-cache reads more threads than cores cost nothing measurable).
-    pub max_concurrent_reads: usize,
-    /// Finish read-ahead batches too (prepare them and hand them to the framework's device) on a
-    /// second thread, so that the consumer receives them ready.
-    pub prefetch_to_device: bool,
-    /// Where normalization, masking and the gather run (om4's own setting; default `auto`).
-    pub prepare_on: PrepareOn,
-    /// Batches read at once (om4's own setting; at most `prefetch_batches`; default: the
-    /// source's [`BatchSource::batch_reads_in_flight`], 2 for a store on object storage, where
-    /// one batch's round trips then overlap another's transfer and decoding, else 1). Each read
-    /// runs on a producer thread of its own; batches still come out in schedule order. With
-    /// `prefetch_batches` 0 batches are read one at a time, on demand.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reads_in_flight: Option<usize>,
-    /// Samudra's `loading.type`, read so that its configurations parse: `rust` names the Rust
-    /// loader whose settings these are, `cpu` and `gpu` Samudra's Python loaders. om4 loads the
-    /// same way whichever is named.
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<LoaderKind>,
-}
-
-/// Samudra's loader types (`data.loading.type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoaderKind {
-    /// Samudra's Rust loader (`samudra_rust_loader`).
-    Rust,
-    /// Samudra's PyTorch `DataLoader` with CPU workers.
-    Cpu,
-    /// Samudra's GPU-direct (kvikio) reads.
-    Gpu,
-}
-
-impl LoaderConfig {
-    /// The most batches a loader reads ahead: each holds a batch's planes in host memory.
-    pub const MAX_PREFETCH: usize = 64;
-}
-
-impl Default for LoaderConfig {
-    fn default() -> Self {
-        Self {
-            prefetch_batches: 2,
-            max_concurrent_reads: 32,
-            prefetch_to_device: true,
-            prepare_on: PrepareOn::Auto,
-            reads_in_flight: None,
-            kind: None,
-        }
-    }
-}
-
-/// Where a batch is normalized, masked and gathered. Both give the same bits. A framework
-/// adapter resolves `Auto` for its device (see [`Finish::prepares_on_host`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PrepareOn {
-    /// On the host for the CPU (`flex`) backend, on the device otherwise.
-    #[default]
-    Auto,
-    /// With Burn tensor ops on the loader's device: each group uploaded once, `select` gathers.
-    Device,
-    /// With om4-batch's parallel host path; the gathered buffers become the tensors.
-    Host,
-}
 
 /// A boxed error: what a [`Finish`] returns (the loader reports it as [`Error::Adapter`] with the
 /// batch's number; an [`Error`] passes through unchanged), and a source's own error inside
@@ -119,7 +46,7 @@ pub trait Finish: Send + Sync + 'static {
 }
 
 /// A [`Finish`] as the second stage calls it.
-type FinishFn<T> = Arc<dyn Fn(HostBatch) -> std::result::Result<T, BoxError> + Send + Sync>;
+pub(crate) type FinishFn<T> = Arc<dyn Fn(HostBatch) -> std::result::Result<T, BoxError> + Send + Sync>;
 
 /// Host batches as they are: prepared on the host unless `prepare_on` is [`PrepareOn::Device`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -538,34 +465,6 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
     }
 }
 
-/// The producers' channels, received from in schedule order: the n-th batch from lane n mod
-/// lanes. `None` once the lane due next has ended (exhausted, failed, or gone).
-struct InOrder {
-    lanes: Vec<Receiver<(usize, Result<ReadBatch>)>>,
-    next: usize,
-}
-
-impl InOrder {
-    /// Whether the batch due next has been read, so `recv` returns at once.
-    fn is_ready(&self) -> bool {
-        !self.lanes[self.next % self.lanes.len()].is_empty()
-    }
-
-    fn recv(&mut self) -> Option<(usize, Result<ReadBatch>)> {
-        let rx = &self.lanes[self.next % self.lanes.len()];
-        self.next += 1;
-        rx.recv().ok()
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
 /// An epoch's read plan: per batch and group the times to read, per group the largest buffer.
 struct EpochPlan {
     fresh: Vec<Vec<Vec<usize>>>,
@@ -585,14 +484,14 @@ struct Work {
 }
 
 /// Raw planes of one batch, as the producer read them.
-struct ReadBatch {
-    samples: Vec<usize>,
-    plan: BatchPlan,
-    groups: Vec<PooledBuf>,
+pub(crate) struct ReadBatch {
+    pub(crate) samples: Vec<usize>,
+    pub(crate) plan: BatchPlan,
+    pub(crate) groups: Vec<PooledBuf>,
     /// With a resident split: the times read per group (`groups` holds only those) and the record
     /// the consumer marks them in.
-    fresh: Option<(Vec<Vec<usize>>, Arc<Residency>)>,
-    telemetry: BatchTelemetry,
+    pub(crate) fresh: Option<(Vec<Vec<usize>>, Arc<Residency>)>,
+    pub(crate) telemetry: BatchTelemetry,
 }
 
 fn read_batch<S: BatchSource + ?Sized>(
@@ -624,155 +523,4 @@ fn read_batch<S: BatchSource + ?Sized>(
         ..BatchTelemetry::default()
     };
     Ok(ReadBatch { samples: indices, plan, groups, fresh, telemetry })
-}
-
-/// The second stage: host preparation when asked for, then the adapter's `finish`.
-struct Stage<T> {
-    finish: FinishFn<T>,
-    on_host: Option<Arc<Vec<Normalization>>>,
-    grid: Grid,
-    pool: Option<om4_batch::ReadPool>,
-    outputs: BufferPool,
-    /// Values of every host-path step buffer: the epoch's largest.
-    output_capacity: usize,
-}
-
-impl<T> Stage<T> {
-    /// Finishes batch `k`; a panic becomes an error naming it.
-    fn run(&self, k: usize, read: ReadBatch) -> Result<Loaded<T>> {
-        catch_unwind(AssertUnwindSafe(|| self.finish_batch(k, read)))
-            .map_err(|panic| Error::ProducerPanic { batch: k, message: panic_message(&*panic) })
-            .flatten()
-    }
-
-    fn finish_batch(&self, k: usize, read: ReadBatch) -> Result<Loaded<T>> {
-        let _span = tracing::debug_span!("om4_batch_prepare", on_host = self.on_host.is_some()).entered();
-        let t0 = Instant::now();
-        let ReadBatch { samples, plan, groups, fresh, telemetry } = read;
-        let host = match (&self.on_host, fresh) {
-            (_, Some((times, residency))) => HostBatch::Resident {
-                plan,
-                fresh: times.into_iter().zip(groups).map(|(times, planes)| FreshPlanes { times, planes }).collect(),
-                residency,
-            },
-            (Some(norms), None) => HostBatch::Prepared(prepare_on_host(
-                &plan,
-                groups,
-                norms,
-                self.grid,
-                self.pool.as_ref(),
-                &self.outputs,
-                self.output_capacity,
-            )?),
-            (None, None) => HostBatch::Raw { plan, groups },
-        };
-        let batch = (self.finish)(host).map_err(|e| match e.downcast::<Error>() {
-            Ok(e) => *e,
-            Err(source) => Error::Adapter { batch: k, source },
-        })?;
-        Ok(Loaded { samples, batch, telemetry: BatchTelemetry { prepare: t0.elapsed(), ..telemetry } })
-    }
-}
-
-/// Where an epoch's batches come from: the second-stage thread, the producer thread (the
-/// consumer's thread finishes them), or (prefetch 0) the consumer's own thread alone.
-enum Feed<T> {
-    Finished(Receiver<Result<Loaded<T>>>),
-    Read(InOrder, Stage<T>),
-    Inline(Box<dyn FnMut() -> Option<Result<Loaded<T>>> + Send>),
-    Closed,
-}
-
-/// The batches of one epoch, in schedule order. Dropping it stops the threads and returns every
-/// buffer to its pool.
-pub struct Epoch<T> {
-    feed: Feed<T>,
-    threads: Vec<JoinHandle<()>>,
-    /// Batch number (in the epoch) of the first batch yielded.
-    first: usize,
-    total: usize,
-    remaining: usize,
-    finished: bool,
-}
-
-impl<T> std::fmt::Debug for Epoch<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Epoch").field("remaining", &self.remaining).finish_non_exhaustive()
-    }
-}
-
-impl<T> Epoch<T> {
-    /// Batches not yet yielded.
-    pub fn remaining(&self) -> usize {
-        self.remaining
-    }
-
-    /// Whether [`next`](Iterator::next) would return without waiting for a read: the next batch
-    /// has been read ahead (it may still be prepared on the calling thread), or the epoch has ended
-    /// (one whose threads ended unseen says false: `next` then returns at once all the same).
-    /// A consumer that copies ahead (om4's torch front end) asks before taking batch N+1, so that
-    /// a slow read never holds back batch N. Always false with no read-ahead (`prefetch 0`).
-    pub fn is_ready(&self) -> bool {
-        match &self.feed {
-            _ if self.finished => true,
-            Feed::Finished(rx) => !rx.is_empty(),
-            Feed::Read(rx, _) => rx.is_ready(),
-            Feed::Inline(_) => false,
-            Feed::Closed => true,
-        }
-    }
-}
-
-impl<T> Iterator for Epoch<T> {
-    type Item = Result<Loaded<T>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.finished {
-            return None;
-        }
-        let t0 = Instant::now();
-        // The consumer waits for the batch, and also while its own thread finishes it.
-        let received = match &mut self.feed {
-            Feed::Finished(rx) => rx.recv().ok(),
-            Feed::Read(rx, stage) => rx.recv().map(|(k, read)| read.and_then(|r| stage.run(k, r))),
-            Feed::Inline(produce) => produce(),
-            Feed::Closed => None,
-        };
-        match received {
-            Some(Ok(mut b)) => {
-                self.remaining -= 1;
-                b.telemetry.wait = t0.elapsed();
-                Some(Ok(b))
-            }
-            Some(Err(e)) => {
-                self.finished = true;
-                Some(Err(e))
-            }
-            None => {
-                self.finished = true;
-                // A thread that ends before the schedule does, without an error, must not look
-                // like a short epoch.
-                (self.remaining > 0).then(|| {
-                    Err(Error::ProducerPanic {
-                        batch: self.first + self.total - self.remaining,
-                        message: "a loader thread ended before the epoch did".into(),
-                    })
-                })
-            }
-        }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (0, Some(self.remaining))
-    }
-}
-
-impl<T> Drop for Epoch<T> {
-    fn drop(&mut self) {
-        // Disconnect first so blocked senders return, then join: no thread outlives the iterator.
-        self.feed = Feed::Closed;
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
 }

@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod builder;
 mod checkpoint;
 mod config;
 mod conv;
@@ -42,6 +43,7 @@ mod step;
 mod trainer;
 mod weights;
 
+pub use builder::TrainerBuilder;
 pub use config::{EpochReport, TrainConfig};
 pub use ema::Ema;
 pub use error::{Error, Result};
@@ -51,5 +53,5 @@ pub use parallel::{BUCKET_FLOATS, DataParallel, flatten_parameters};
 pub use rollout::{RolloutStep, denormalize, rollout};
 pub use run::{ExperimentSection, ModelSection, RunConfig, Steps, TrainSection};
 pub use step::{LossTargets, gradients, optimizer};
-pub use trainer::{Trainer, TrainerBuilder};
+pub use trainer::Trainer;
 pub use weights::{load_upstream, save_upstream};

@@ -100,6 +100,22 @@ impl SamudraConfig {
         }
     }
 
+    /// The network for `inputs` and `outputs` channels with weights drawn from `seed` on the host
+    /// (flex, autodiff on), every parameter drawn: [`fork`](burn::module::Module::fork) it to the
+    /// device it trains on. Each backend has its own generator, so drawing on the host is what
+    /// gives every backend the same network. Burn's seed is global to the process and parameters
+    /// draw their values when first read, so draws made at once (thread ranks, tests) are made
+    /// one at a time here.
+    pub fn init_seeded(&self, inputs: usize, outputs: usize, seed: u64) -> Samudra {
+        static SEEDED_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = SEEDED_INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let host = Device::flex().autodiff();
+        host.seed(seed);
+        let model = self.init(inputs, outputs, &host);
+        let _drawn = burn::module::Module::valid(&model); // every parameter reads (draws) its value
+        model
+    }
+
     /// Builds the network for `inputs` and `outputs` channels on `device`.
     pub fn init(&self, inputs: usize, outputs: usize, device: &Device) -> Samudra {
         let k = self.kernel_size;

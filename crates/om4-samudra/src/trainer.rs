@@ -7,11 +7,12 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
-use om4_batch::{Roles, SampleSpace, WindowSpec};
+use om4_batch::{SampleSpace, WindowSpec};
 use om4_burn::{Loader, ModelBatch, loader};
 use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, PrepareOn};
 use om4_store::Om4Source;
 
+use crate::builder::TrainerBuilder;
 use crate::checkpoint::{self, Progress, State};
 use crate::config::{EpochReport, TrainConfig};
 use crate::ema::Ema;
@@ -31,26 +32,26 @@ pub struct Trainer<S: BatchSource = Om4Source> {
     pub(crate) model: Samudra,
     pub(crate) optim: ModuleOptimizer,
     pub(crate) ema: Ema,
-    device: Device,
-    train: Loader<S>,
-    val: Loader<S>,
+    pub(crate) device: Device,
+    pub(crate) train: Loader<S>,
+    pub(crate) val: Loader<S>,
     /// What the training loader is rebuilt from when the curriculum changes the rollout length.
-    train_src: Arc<S>,
+    pub(crate) train_src: Arc<S>,
     /// Which processes share the run.
     pub(crate) parallel: DataParallel,
-    staging: BufferPool,
+    pub(crate) staging: BufferPool,
     /// The training loader's rollout steps, and the epoch this run started (or resumed) at.
-    train_steps: usize,
+    pub(crate) train_steps: usize,
     pub(crate) start_epoch: usize,
-    targets: LossTargets,
+    pub(crate) targets: LossTargets,
     pub(crate) next_epoch: usize,
     pub(crate) dynamic: Option<DynamicLoss>,
     /// Where and how often (in optimizer steps) to checkpoint inside an epoch.
-    checkpoint: Option<(PathBuf, usize)>,
+    pub(crate) checkpoint: Option<(PathBuf, usize)>,
     /// Where a resumed run picks up inside its epoch.
     pub(crate) resume_at: Option<Progress>,
     /// The training split's device budget, when it is resident.
-    resident: Option<u64>,
+    pub(crate) resident: Option<u64>,
 }
 
 impl<S: BatchSource> std::fmt::Debug for Trainer<S> {
@@ -75,156 +76,6 @@ impl Trainer<Om4Source> {
     }
 }
 
-/// Builds a [`Trainer`] once: its splits, then where it runs (device, host staging, the ranks
-/// of a data-parallel run), then the model and both loaders.
-///
-/// ```no_run
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use std::sync::Arc;
-/// use om4_samudra::{DataParallel, RunConfig, Trainer};
-/// let run = RunConfig::from_file("configs/om4.toml".as_ref())?;
-/// let splits = run.data.open()?; // the store, opened once
-/// let mut trainer = Trainer::builder(run.train_config()?, run.model_config()?, Arc::new(splits.train), Arc::new(splits.val))
-///     .parallel(DataParallel::Single)
-///     .build()?;
-/// trainer.run_epoch(|_, _, _, _| {})?;
-/// # Ok(()) }
-/// ```
-#[derive(Debug)]
-pub struct TrainerBuilder<S: BatchSource> {
-    config: TrainConfig,
-    model_config: SamudraConfig,
-    train: Arc<S>,
-    val: Arc<S>,
-    device: Device,
-    staging: BufferPool,
-    parallel: DataParallel,
-    resident: Option<u64>,
-}
-
-impl<S: BatchSource> TrainerBuilder<S> {
-    /// Keeps the training split resident on the device within `budget_bytes`
-    /// ([`om4_pipeline::Loader::resident`]): each plane is read and uploaded once, and later
-    /// batches and epochs gather from the device copy (prepared there: `prepare_on` auto becomes
-    /// device). Default: off.
-    #[must_use]
-    pub fn resident(mut self, budget_bytes: u64) -> Self {
-        self.resident = Some(budget_bytes);
-        self
-    }
-
-    /// Where the model trains (default: the CPU, `Device::flex()`); autodiff is enabled on it.
-    #[must_use]
-    pub fn device(mut self, device: Device) -> Self {
-        self.device = device;
-        self
-    }
-
-    /// The host staging pool both loaders share, e.g. `BufferPool::pinned(0)?` for a CUDA device
-    /// (feature `cuda`); default: pageable memory.
-    #[must_use]
-    pub fn staging(mut self, staging: BufferPool) -> Self {
-        self.staging = staging;
-        self
-    }
-
-    /// Makes the trainer one rank of a data-parallel run, or a single process emulating one
-    /// ([`DataParallel`]; default: one process). `config.batch_size` is per rank, as under
-    /// upstream's DDP. Every rank must build its trainer from the same configuration and seed and
-    /// call [`Trainer::run_epoch`] the same number of times; [`build`](Self::build) is then
-    /// collective, and every rank starts from rank 0's initial weights (as DDP's construction
-    /// broadcasts them). Rank 0 alone writes checkpoints.
-    #[must_use]
-    pub fn parallel(mut self, parallel: DataParallel) -> Self {
-        self.parallel = parallel;
-        self
-    }
-
-    /// Builds the model (seeded by `rand_seed`) and the training and validation loaders.
-    ///
-    /// # Errors
-    /// [`Error::Config`] for splits of different variables or grids, a bad curriculum, a zero
-    /// batch size, epoch count, gradient accumulation or world size; a split too short for its
-    /// windows; a failed broadcast of rank 0's weights.
-    pub fn build(self) -> Result<Trainer<S>> {
-        let Self { config, model_config, train: train_src, val: val_src, device, staging, parallel, resident } = self;
-        if train_src.channels() != val_src.channels() || train_src.grid() != val_src.grid() {
-            return Err(Error::Config {
-                field: "sources",
-                reason: "the training and validation sources hold different variables or grids".into(),
-            });
-        }
-        config.check_curriculum().map_err(|reason| Error::Config { field: "steps/step_transition", reason })?;
-        if config.batch_size == 0 || config.epochs == 0 || config.grad_accumulation == 0 {
-            return Err(Error::Config {
-                field: "batch_size/epochs/grad_accumulation",
-                reason: "must be at least 1".into(),
-            });
-        }
-        if parallel.world_size() == 0 {
-            return Err(Error::Config { field: "world_size", reason: "must be at least 1".into() });
-        }
-        let device = device.autodiff();
-        let states = config.hist + 1;
-        let train_steps = config.steps_at(1, 1);
-        let train = Trainer::train_loader(&config, &train_src, train_steps, &device, &staging, &parallel, resident)?;
-        let val = Trainer::val_loader(&config, &val_src, &device, &staging, &parallel)?;
-        let channels = train_src.channels();
-        let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
-        let grid = train_src.grid();
-        let prog = &train_src.normalizations()[Roles::PROGNOSTIC];
-        let targets = LossTargets::new(om4_burn::label_mask(prog, states, grid, &device), states * c_prog);
-        // Seeded initialization: the same config trains the same network on every backend. The
-        // weights are drawn on the host (flex), whatever the device, and moved: each backend has
-        // its own generator. Burn's seed is global to the process and parameters draw their
-        // values when first read (here: by the EMA's copy, in module order), so trainers built at
-        // once (thread ranks, tests) do both one at a time.
-        static SEEDED_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let (mut model, mut ema) = {
-            let _one_at_a_time = SEEDED_INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let host = Device::flex().autodiff();
-            host.seed(config.rand_seed);
-            let model = model_config.init(states * (c_prog + c_bound), states * c_prog, &host);
-            let drawn = Ema::new(&model, config.ema_decay);
-            if host == device {
-                (model, drawn)
-            } else {
-                let model = model.fork(&device);
-                let ema = Ema::new(&model, config.ema_decay);
-                (model, ema)
-            }
-        };
-        // Every rank starts from rank 0's weights, as DDP's construction broadcasts them.
-        if let Some(collective) = parallel.collective() {
-            model = crate::parallel::from_rank0(model, collective, true)?;
-            ema = Ema::new(&model, config.ema_decay);
-        }
-        let optim = step::optimizer(config.grad_clip);
-        let dynamic = config.dynamic_loss_limit.map(|limit| DynamicLoss::new(c_prog, limit));
-        Ok(Trainer {
-            config,
-            model_config,
-            model,
-            optim,
-            ema,
-            device,
-            train,
-            val,
-            train_src,
-            parallel,
-            staging,
-            train_steps,
-            start_epoch: 1,
-            targets,
-            next_epoch: 1,
-            dynamic,
-            checkpoint: None,
-            resume_at: None,
-            resident,
-        })
-    }
-}
-
 impl<S: BatchSource> Trainer<S> {
     /// Starts building a trainer over a training and a validation source of the same variables
     /// (`config.train_time`/`val_time` are not consulted: the sources are the splits).
@@ -243,7 +94,7 @@ impl<S: BatchSource> Trainer<S> {
 
     /// The training loader for rollouts of `steps` steps, its split resident within `resident`
     /// bytes if given.
-    fn train_loader(
+    pub(crate) fn train_loader(
         config: &TrainConfig,
         source: &Arc<S>,
         steps: usize,
@@ -273,7 +124,7 @@ impl<S: BatchSource> Trainer<S> {
     }
 
     /// The validation loader (one rollout step).
-    fn val_loader(
+    pub(crate) fn val_loader(
         config: &TrainConfig,
         source: &Arc<S>,
         device: &Device,

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::time::Calendar;
+use crate::calendar::Calendar;
 
 /// A time bound as Samudra writes one (`"1975-01-03"`): a date of the Julian calendar, taken at
 /// 12:00 of that day. Parsed as upstream's `JulianDate` does (m2lines/Samudra 018a6a7,

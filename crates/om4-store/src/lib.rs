@@ -57,6 +57,7 @@
 
 #![warn(missing_docs)]
 
+mod calendar;
 mod channel;
 mod channels;
 mod data_config;
@@ -82,6 +83,7 @@ mod time;
 mod write;
 mod zarr;
 
+pub use calendar::Calendar;
 pub use channels::{Channel, ChannelSet};
 pub use data_config::{DataConfig, DataSource, DataSplits};
 pub use dates::{DateRange, JulianDate};
@@ -97,6 +99,7 @@ pub use samudra::{DEPTH_VARS, DZ, LEV, SURFACE_VARS, channel_names};
 pub use source::{Om4Source, SourceConfig};
 pub use stats::{ChannelStats, StatsStore, compute_statistics, write_statistics};
 pub use store::{Layout, Om4Store, Selection};
-pub use synth::{SynthCodec, SynthConfig, SynthLayout, SynthPaths, synthesize};
-pub use time::{Calendar, Instant, TimeAxis, parse_date};
+pub use store_writer::Codec;
+pub use synth::{SynthConfig, SynthLayout, SynthPaths, synthesize};
+pub use time::{Instant, TimeAxis, parse_date};
 pub use write::{PlaneWriter, TimeCoordinate};

@@ -12,8 +12,9 @@ use crate::error::{Error, Result};
 use crate::location::StoreLocation;
 use crate::meta::ZarrFormat;
 use crate::store::{Om4Store, Selection};
+use crate::store_writer::Codec;
 use crate::store_writer::{StatEntry, WriteOptions, write_stat_store};
-use crate::synth::{SynthCodec, SynthPaths};
+use crate::synth::SynthPaths;
 use om4_batch::ReadPool;
 
 /// One channel's statistics.
@@ -140,7 +141,7 @@ pub fn write_statistics(dir: &Path, set: &ChannelSet, stats: &[(f32, f32)]) -> R
         }
     }
     let paths = SynthPaths::under(dir);
-    let cfg = WriteOptions { format: ZarrFormat::V2, codec: SynthCodec::None, shard: None, consolidated: true };
+    let cfg = WriteOptions { format: ZarrFormat::V2, codec: Codec::None, shard: None, consolidated: true };
     for (path, pick) in [(&paths.means, 0usize), (&paths.stds, 1usize)] {
         let value = |i: usize| if pick == 0 { stats[i].0 } else { stats[i].1 };
         let entries: Vec<StatEntry> = groups

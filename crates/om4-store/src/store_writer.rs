@@ -6,38 +6,60 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::meta::ZarrFormat;
-use crate::synth::SynthCodec;
 use crate::zarr::{ArrayWriter, Values};
 
-fn codec_v2(codec: SynthCodec) -> Value {
+/// Compression of the data arrays a store is written with (synthetic stores, statistics
+/// stores, model output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Codec {
+    /// Uncompressed (as OM4 stores are published).
+    #[default]
+    None,
+    /// Blosc LZ4, byte shuffle, level 5.
+    BloscLz4,
+    /// Blosc zstd, byte shuffle, level 3.
+    BloscZstd,
+    /// Blosc blosclz, bit shuffle, level 5.
+    BloscBlosclz,
+    /// Blosc zlib, no shuffle, level 5.
+    BloscZlib,
+    /// Zstandard, level 3.
+    Zstd,
+    /// Gzip, level 5.
+    Gzip,
+}
+
+fn codec_v2(codec: Codec) -> Value {
     let blosc = |cname: &str, clevel: u32, shuffle: u32| json!({"id": "blosc", "cname": cname, "clevel": clevel, "shuffle": shuffle, "blocksize": 0});
     match codec {
-        SynthCodec::None => Value::Null,
-        SynthCodec::BloscLz4 => blosc("lz4", 5, 1),
-        SynthCodec::BloscZstd => blosc("zstd", 3, 1),
-        SynthCodec::BloscBlosclz => blosc("blosclz", 5, 2),
-        SynthCodec::BloscZlib => blosc("zlib", 5, 0),
-        SynthCodec::Zstd => json!({"id": "zstd", "level": 3}),
-        SynthCodec::Gzip => json!({"id": "gzip", "level": 5}),
+        Codec::None => Value::Null,
+        Codec::BloscLz4 => blosc("lz4", 5, 1),
+        Codec::BloscZstd => blosc("zstd", 3, 1),
+        Codec::BloscBlosclz => blosc("blosclz", 5, 2),
+        Codec::BloscZlib => blosc("zlib", 5, 0),
+        Codec::Zstd => json!({"id": "zstd", "level": 3}),
+        Codec::Gzip => json!({"id": "gzip", "level": 5}),
     }
 }
 
-fn codecs_v3(codec: SynthCodec) -> Vec<Value> {
+fn codecs_v3(codec: Codec) -> Vec<Value> {
     let bytes = json!({"name": "bytes", "configuration": {"endian": "little"}});
     let blosc = |cname: &str, clevel: u32, shuffle: &str| json!({"name": "blosc", "configuration": {"cname": cname, "clevel": clevel, "shuffle": shuffle, "typesize": 4, "blocksize": 0}});
     let mut out = vec![bytes];
     match codec {
-        SynthCodec::None => {}
-        SynthCodec::BloscLz4 => out.push(blosc("lz4", 5, "shuffle")),
-        SynthCodec::BloscZstd => out.push(blosc("zstd", 3, "shuffle")),
-        SynthCodec::BloscBlosclz => out.push(blosc("blosclz", 5, "bitshuffle")),
-        SynthCodec::BloscZlib => out.push(blosc("zlib", 5, "noshuffle")),
-        SynthCodec::Zstd => out.push(json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}})),
-        SynthCodec::Gzip => out.push(json!({"name": "gzip", "configuration": {"level": 5}})),
+        Codec::None => {}
+        Codec::BloscLz4 => out.push(blosc("lz4", 5, "shuffle")),
+        Codec::BloscZstd => out.push(blosc("zstd", 3, "shuffle")),
+        Codec::BloscBlosclz => out.push(blosc("blosclz", 5, "bitshuffle")),
+        Codec::BloscZlib => out.push(blosc("zlib", 5, "noshuffle")),
+        Codec::Zstd => out.push(json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}})),
+        Codec::Gzip => out.push(json!({"name": "gzip", "configuration": {"level": 5}})),
     }
     out
 }
@@ -59,7 +81,7 @@ pub(crate) struct WriteOptions {
     /// Zarr v2 or v3.
     pub(crate) format: ZarrFormat,
     /// Compression of the arrays whose [`Spec`] asks for it.
-    pub(crate) codec: SynthCodec,
+    pub(crate) codec: Codec,
     /// Time steps per shard (v3 only) for `(time, …)` arrays.
     pub(crate) shard: Option<usize>,
     /// Consolidated metadata (v2 `.zmetadata`, v3 inline in the root `zarr.json`).
@@ -102,7 +124,7 @@ impl Writer {
             "bool" => json!(false),
             _ => json!(0),
         };
-        let codec = if spec.compressed { self.cfg.codec } else { SynthCodec::None };
+        let codec = if spec.compressed { self.cfg.codec } else { Codec::None };
         let files: Vec<(&str, String)> = match self.cfg.format {
             ZarrFormat::V2 => {
                 let dtype = match spec.dtype {

@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::meta::ZarrFormat;
 use crate::samudra::{DEPTH_VARS, DZ, LEV, SURFACE_VARS};
-use crate::store_writer::{Spec, StatEntry, WriteOptions, Writer, write_stat_store};
+use crate::store_writer::{Codec, Spec, StatEntry, WriteOptions, Writer, write_stat_store};
 use crate::zarr::Values;
 
 /// Flat (`thetao_4`) or compact (`thetao(time, lev, y, x)`) arrays.
@@ -26,27 +26,6 @@ pub enum SynthLayout {
     Flat,
     /// One array per variable, `(time, lev, y, x)`.
     Compact,
-}
-
-/// Compression of the data arrays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SynthCodec {
-    /// Uncompressed (as OM4 stores are published).
-    #[default]
-    None,
-    /// Blosc LZ4, byte shuffle, level 5.
-    BloscLz4,
-    /// Blosc zstd, byte shuffle, level 3.
-    BloscZstd,
-    /// Blosc blosclz, bit shuffle, level 5.
-    BloscBlosclz,
-    /// Blosc zlib, no shuffle, level 5.
-    BloscZlib,
-    /// Zstandard, level 3.
-    Zstd,
-    /// Gzip, level 5.
-    Gzip,
 }
 
 /// What to synthesize.
@@ -66,7 +45,7 @@ pub struct SynthConfig {
     /// Zarr v2 or v3.
     pub format: ZarrFormat,
     /// Compression.
-    pub codec: SynthCodec,
+    pub codec: Codec,
     /// Time steps per chunk.
     pub time_chunk: usize,
     /// Time steps per shard (v3 only): chunks are then inner chunks of shards.
@@ -94,7 +73,7 @@ impl Default for SynthConfig {
             levels: 19,
             layout: SynthLayout::Flat,
             format: ZarrFormat::V2,
-            codec: SynthCodec::None,
+            codec: Codec::None,
             time_chunk: 1,
             shard: None,
             consolidated: true,

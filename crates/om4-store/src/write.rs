@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::meta::ZarrFormat;
+use crate::store_writer::Codec;
 use crate::store_writer::{Spec, WriteOptions, Writer};
-use crate::synth::SynthCodec;
 use crate::zarr::{ArrayWriter, Values};
 
 /// A CF time coordinate: values in `units` (`"days since 1958-01-01 00:00:00"`) of `calendar`.
@@ -66,7 +66,7 @@ impl PlaneWriter {
                 reason: format!("coordinates of {}×{} for a {}×{} grid", y.len(), x.len(), grid.y, grid.x),
             });
         }
-        let cfg = WriteOptions { format: ZarrFormat::V2, codec: SynthCodec::None, shard: None, consolidated: true };
+        let cfg = WriteOptions { format: ZarrFormat::V2, codec: Codec::None, shard: None, consolidated: true };
         let mut writer = Writer::new(root.clone(), cfg)?;
         let n = time.values.len() as u64;
         let attrs = json!({"units": time.units, "calendar": time.calendar, "standard_name": "time"});

@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthLayout, ZarrFormat, channel_names, synthesize};
+use om4_store::{Codec, Om4Store, ReadPool, SynthConfig, SynthLayout, ZarrFormat, channel_names, synthesize};
 use proptest::prelude::*;
 
 type Pristine = (tempfile::TempDir, Vec<PathBuf>);
@@ -193,11 +193,11 @@ fn pristine_chunks() -> &'static Pristine {
     P.get_or_init(|| {
         synthesize_all(|base| {
             vec![
-                SynthConfig { codec: SynthCodec::None, ..base.clone() },
-                SynthConfig { codec: SynthCodec::BloscLz4, ..base.clone() },
-                SynthConfig { codec: SynthCodec::Zstd, ..base.clone() },
+                SynthConfig { codec: Codec::None, ..base.clone() },
+                SynthConfig { codec: Codec::BloscLz4, ..base.clone() },
+                SynthConfig { codec: Codec::Zstd, ..base.clone() },
                 // several times per chunk: decoded by zarrs
-                SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
+                SynthConfig { codec: Codec::BloscLz4, time_chunk: 2, ..base.clone() },
                 SynthConfig { layout: SynthLayout::Compact, format: ZarrFormat::V3, shard: Some(2), ..base },
             ]
         })

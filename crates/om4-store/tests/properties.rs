@@ -5,7 +5,7 @@ mod common;
 use std::sync::OnceLock;
 
 use common::bits;
-use om4_store::{Om4Store, ReadPool, SynthCodec, SynthConfig, SynthLayout, ZarrFormat, channel_names, synthesize};
+use om4_store::{Codec, Om4Store, ReadPool, SynthConfig, SynthLayout, ZarrFormat, channel_names, synthesize};
 use proptest::prelude::*;
 
 struct Fixture {
@@ -19,11 +19,11 @@ fn fixture() -> &'static Fixture {
         let dir = tempfile::tempdir().unwrap();
         let base = SynthConfig { ny: 5, nx: 8, times: 9, levels: 4, consolidated: false, ..SynthConfig::default() };
         let cfgs = [
-            SynthConfig { codec: SynthCodec::BloscLz4, time_chunk: 2, ..base.clone() },
-            SynthConfig { layout: SynthLayout::Compact, codec: SynthCodec::Zstd, ..base.clone() },
+            SynthConfig { codec: Codec::BloscLz4, time_chunk: 2, ..base.clone() },
+            SynthConfig { layout: SynthLayout::Compact, codec: Codec::Zstd, ..base.clone() },
             SynthConfig { format: ZarrFormat::V3, shard: Some(3), layout: SynthLayout::Compact, ..base.clone() },
             // one plane per chunk: decoded directly, without zarrs
-            SynthConfig { codec: SynthCodec::BloscLz4, ..base },
+            SynthConfig { codec: Codec::BloscLz4, ..base },
         ];
         let stores = cfgs
             .iter()

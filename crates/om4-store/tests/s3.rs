@@ -17,7 +17,7 @@ use s3_support::{bucket, delete, endpoint, runtime, upload};
 use std::path::Path;
 
 use om4_store::{
-    Om4Store, RequestOptions, S3Location, StatsStore, StoreLocation, SynthCodec, SynthConfig, SynthLayout, ZarrFormat,
+    Codec, Om4Store, RequestOptions, S3Location, StatsStore, StoreLocation, SynthConfig, SynthLayout, ZarrFormat,
     channel_names,
 };
 
@@ -42,7 +42,7 @@ fn config(layout: SynthLayout, format: ZarrFormat, shard: Option<usize>, consoli
         shard,
         time_chunk: 1,
         consolidated,
-        codec: SynthCodec::BloscLz4,
+        codec: Codec::BloscLz4,
         ..SynthConfig::default()
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use common::{bits, edit_json, make, read_all, small};
 use om4_store::{
-    Error, Om4Store, ReadPool, Selection, StatsStore, SynthCodec, SynthConfig, SynthLayout, ZarrFormat, channel_names,
+    Codec, Error, Om4Store, ReadPool, Selection, StatsStore, SynthConfig, SynthLayout, ZarrFormat, channel_names,
 };
 
 #[test]
@@ -15,13 +15,13 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
     let expected = read_all(&Om4Store::open(&base.data).unwrap(), 3);
     assert!(expected.iter().any(|v| v.is_nan()) && expected.iter().any(|v| v.is_finite()));
     let codecs = [
-        SynthCodec::None,
-        SynthCodec::BloscLz4,
-        SynthCodec::BloscZstd,
-        SynthCodec::BloscBlosclz,
-        SynthCodec::BloscZlib,
-        SynthCodec::Zstd,
-        SynthCodec::Gzip,
+        Codec::None,
+        Codec::BloscLz4,
+        Codec::BloscZstd,
+        Codec::BloscBlosclz,
+        Codec::BloscZlib,
+        Codec::Zstd,
+        Codec::Gzip,
     ];
     let mut variants = Vec::new();
     for (i, codec) in codecs.into_iter().enumerate() {
@@ -44,12 +44,12 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
         format: ZarrFormat::V3,
         shard: Some(4),
         time_chunk: 2,
-        codec: SynthCodec::BloscLz4,
+        codec: Codec::BloscLz4,
         ..small(false)
     });
     // one-plane zstd chunks, v2 and v3: the direct path
-    variants.push(SynthConfig { codec: SynthCodec::Zstd, ..small(false) });
-    variants.push(SynthConfig { codec: SynthCodec::Zstd, format: ZarrFormat::V3, ..small(false) });
+    variants.push(SynthConfig { codec: Codec::Zstd, ..small(false) });
+    variants.push(SynthConfig { codec: Codec::Zstd, format: ZarrFormat::V3, ..small(false) });
     variants.push(SynthConfig { format: ZarrFormat::V3, shard: Some(3), layout: SynthLayout::Compact, ..small(false) });
     for (i, cfg) in variants.iter().enumerate() {
         let paths = make(&dir.path().join(format!("v{i}")), cfg);
@@ -58,7 +58,7 @@ fn every_layout_format_and_codec_reads_the_same_planes() {
         let set = store.channels(&channel_names(3)).unwrap();
         let one_plane = cfg.time_chunk == 1; // for sharded stores: the inner chunk
         // gzip chunks go through zarrs; raw, blosc and zstd one-plane chunks are decoded directly
-        let plain = cfg.codec != SynthCodec::Gzip;
+        let plain = cfg.codec != Codec::Gzip;
         // flat arrays, and the level-free arrays of compact stores (compact synth chunks hold every level)
         let expected_direct = if one_plane && plain { if cfg.layout == SynthLayout::Flat { 16 } else { 4 } } else { 0 };
         assert_eq!(set.direct_arrays(), expected_direct, "{cfg:?}");
@@ -117,7 +117,7 @@ fn compact_levels_share_one_decode_per_time() {
 fn lev_time_order_reads_like_time_lev() {
     // Rewrite a compact store's thetao as (lev, time, y, x) by transposing its data on disk.
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SynthConfig { codec: SynthCodec::None, ..small(true) };
+    let cfg = SynthConfig { codec: Codec::None, ..small(true) };
     let paths = make(dir.path(), &cfg);
     let store = Om4Store::open(&paths.data).unwrap();
     let set = store.channels(&["thetao_0", "thetao_1", "thetao_2"]).unwrap();
@@ -208,7 +208,7 @@ fn masks_match_land_and_stats_match_data() {
 #[test]
 fn missing_chunk_reads_nan_and_corrupt_chunk_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SynthConfig { codec: SynthCodec::BloscLz4, ..small(false) };
+    let cfg = SynthConfig { codec: Codec::BloscLz4, ..small(false) };
     let paths = make(dir.path(), &cfg);
     std::fs::remove_file(paths.data.join("zos").join("3.0.0")).unwrap();
     let chunk = paths.data.join("so_1").join("4.0.0");
@@ -360,7 +360,7 @@ fn legacy_flat_names_map_to_levels() {
 #[test]
 fn bad_time_axis_and_bad_store() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = make(dir.path(), &SynthConfig { codec: SynthCodec::None, ..small(false) });
+    let paths = make(dir.path(), &SynthConfig { codec: Codec::None, ..small(false) });
     // swap two time values on disk: int64 little-endian, one chunk
     let chunk = paths.data.join("time").join("0");
     let mut bytes = std::fs::read(&chunk).unwrap();
@@ -374,7 +374,7 @@ fn bad_time_axis_and_bad_store() {
 #[test]
 fn corrupt_shard_index_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SynthConfig { format: ZarrFormat::V3, shard: Some(4), codec: SynthCodec::BloscLz4, ..small(false) };
+    let cfg = SynthConfig { format: ZarrFormat::V3, shard: Some(4), codec: Codec::BloscLz4, ..small(false) };
     let paths = make(dir.path(), &cfg);
     let store = Om4Store::open(&paths.data).unwrap();
     let set = store.channels(&["so_2"]).unwrap();
