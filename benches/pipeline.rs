@@ -11,14 +11,15 @@ use burn::tensor::Device;
 use criterion::{Criterion, criterion_group, criterion_main};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{BatchSource, EpochSummary, LoaderConfig, PrepareOn, loader};
-use om4_store::{Codec, Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
+use om4_store::{Codec, DataConfig, SynthConfig, synthesize};
 
 fn pipeline(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = SynthConfig { times: 33, codec: Codec::BloscLz4, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).expect("synthesize");
-    let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 19);
-    let source = Arc::new(Om4Source::open(&config, ReadPool::new(2).expect("pool")).expect("source"));
+    let mut data = DataConfig::at(paths.data);
+    data.loading.max_concurrent_reads = 2;
+    let source = Arc::new(data.open().expect("source").train);
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1).expect("spec"), source.time_len()).expect("space");
     let schedule = Schedule::training(1, 15, None).expect("schedule");
     let loader = |prefetch: usize, prepare_on: PrepareOn| {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{BatchSource, LoaderConfig, PrepareOn, loader};
-use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
+use om4_store::{DataConfig, Om4Source, SynthConfig, synthesize};
 
 #[path = "common/demo.rs"]
 mod demo;
@@ -138,12 +138,13 @@ fn prepare(device_name: &str, ny: usize, nx: usize) -> Result<bool, Box<dyn std:
     let paths = synthesize(dir.path(), &cfg, |_, _| {})?;
     let (mut tensors, mut floats) = (0usize, 0usize);
     for normalize_before_mask in [true, false] {
-        let config = SourceConfig {
+        let mut data = DataConfig {
             normalize_before_mask,
             masked_fill_value: if normalize_before_mask { 0.0 } else { -3.5 },
-            ..SourceConfig::samudra(paths.data.clone(), paths.means.clone(), paths.stds.clone(), 3)
+            ..DataConfig::at(paths.data.clone())
         };
-        let source = Arc::new(Om4Source::open(&config, ReadPool::new(4)?)?);
+        data.loading.max_concurrent_reads = 4;
+        let source = Arc::new(data.open()?.train);
         for (history, steps, stride) in [(0, 1, 1), (1, 2, 1), (1, 1, 2), (0, 2, 2)] {
             let space = SampleSpace::single(WindowSpec::new(history, steps, stride)?, source.time_len())?;
             let schedule = Schedule::training(3, 7, None)?;

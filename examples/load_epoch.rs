@@ -10,7 +10,7 @@ use std::sync::Arc;
 use burn::tensor::Device;
 use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{BatchSource, EpochSummary, LoaderConfig, PrepareOn, loader};
-use om4_store::{Om4Source, ReadPool, SourceConfig};
+use om4_store::DataConfig;
 
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -18,8 +18,6 @@ fn main() -> Result<(), Box<dyn Error>> {
     let arg = |i: usize, default: usize| args.get(i).map_or(Ok(default), |s| s.parse::<usize>());
     let (batch, prefetch, max_batches, to_device) = (arg(1, 4)?, arg(2, 2)?, arg(3, usize::MAX)?, arg(4, 1)? == 1);
     let store = om4_store::StoreLocation::from_path(&store)?;
-    let config =
-        SourceConfig::samudra(store.clone(), store.sibling("OM4_means.zarr"), store.sibling("OM4_stds.zarr"), 19);
     let prepare_on = match args.get(5).map(String::as_str) {
         None | Some("auto") => PrepareOn::Auto,
         Some("host") => PrepareOn::Host,
@@ -32,7 +30,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         prepare_on,
         ..LoaderConfig::default()
     };
-    let source = Arc::new(Om4Source::open(&config, ReadPool::new(loading.max_concurrent_reads)?)?);
+    // Samudra's channels and statistics (beside the store), every time.
+    let data = DataConfig { loading, ..DataConfig::at(store) };
+    let source = Arc::new(data.open()?.train);
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1)?, source.time_len())?;
     let loader = loader(source, space, Schedule::training(batch, 15, None)?, loading, Device::flex());
     let mut telemetry = Vec::new();

@@ -23,8 +23,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use om4_batch::Roles;
 use om4_pipeline::BatchSource;
 use om4_samudra::{SamudraConfig, load_upstream, rollout};
-use om4_store::{Om4Source, SourceConfig};
-use om4_store::{PlaneWriter, ReadPool, TimeCoordinate};
+use om4_store::{DataConfig, PlaneWriter, TimeCoordinate};
 
 #[path = "common/demo.rs"]
 mod demo;
@@ -74,14 +73,19 @@ fn main() -> std::process::ExitCode {
 
 fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let location = |p: &Option<PathBuf>| p.as_deref().map(om4_store::StoreLocation::from_path).transpose();
-    let (data, levels) = match location(&a.store)? {
-        Some(p) => (p, a.levels.unwrap_or(19)),
-        None => (demo::demo_store()?.data.into(), a.levels.unwrap_or(3)),
+    let data = match location(&a.store)? {
+        Some(p) => p,
+        None => demo::demo_store()?.data.into(),
     };
-    let means = location(&a.means)?.unwrap_or_else(|| data.sibling("OM4_means.zarr"));
-    let stds = location(&a.stds)?.unwrap_or_else(|| data.sibling("OM4_stds.zarr"));
-    let config = SourceConfig::samudra(data.clone(), means, stds, levels);
-    let source = Arc::new(Om4Source::open(&config, ReadPool::new(8)?)?);
+    // Samudra's channels for --levels (default: the store's), statistics beside the store unless
+    // given; every time.
+    let mut config = DataConfig::at(data.clone());
+    config.source.levels = a.levels;
+    config.source.data_means_location = location(&a.means)?;
+    config.source.data_stds_location = location(&a.stds)?;
+    config.loading.max_concurrent_reads = 8;
+    let splits = config.open()?;
+    let (resolved, source) = (splits.spec, Arc::new(splits.train));
     let axis = source.store().time().ok_or("the store has no time coordinate")?;
     let first = source.store().select(&om4_store::DateRange::from(a.start))?.rows.start;
     let states = a.hist + 1;
@@ -106,7 +110,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         calendar: axis.calendar().map_or_else(|| "standard".into(), |c| c.cf_name().to_string()),
     };
     let grid = source.grid();
-    let mut writer = PlaneWriter::create(&a.out, &config.prognostic, grid, &time, None)?;
+    let mut writer = PlaneWriter::create(&a.out, &resolved.prognostic, grid, &time, None)?;
     let bar = ProgressBar::new(a.steps as u64)
         .with_style(ProgressStyle::with_template("rollout [{bar:30}] {pos}/{len} {elapsed} (eta {eta}) {msg}")?);
     let t0 = std::time::Instant::now();
@@ -128,7 +132,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("step {:>4}: times {:?}  mean RMSE over channels {mean:.5}", r.step, r.times);
     }
     let json_path = PathBuf::from(format!("{}.rmse.json", a.out.display()));
-    let names: Vec<&String> = config.prognostic.iter().collect();
+    let names: Vec<&String> = resolved.prognostic.iter().collect();
     std::fs::write(
         &json_path,
         serde_json::to_string_pretty(&serde_json::json!({"channels": names, "steps": reports}))?,

@@ -15,8 +15,8 @@ use candle_nn::{AdamW, Conv2d, Conv2dConfig, Optimizer, ParamsAdamW, VarBuilder,
 use clap::Parser;
 use om4_batch::{Roles, SampleSpace, Schedule, WindowSpec};
 use om4_candle::{label_mask, loader};
-use om4_pipeline::{BatchSource, EpochSummary, LoaderConfig};
-use om4_store::{Om4Source, ReadPool, SourceConfig};
+use om4_pipeline::{BatchSource, EpochSummary};
+use om4_store::DataConfig;
 
 #[path = "common/demo.rs"]
 mod demo;
@@ -81,10 +81,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(p) => om4_store::StoreLocation::from_path(&p)?,
         None => demo::demo_store()?.data.into(),
     };
-    let config =
-        SourceConfig::samudra(data.clone(), data.sibling("OM4_means.zarr"), data.sibling("OM4_stds.zarr"), args.levels);
-    let loading = LoaderConfig::default();
-    let store = Om4Source::open(&config, ReadPool::new(loading.max_concurrent_reads)?)?;
+    let mut config = DataConfig::at(data);
+    config.source.levels = Some(args.levels);
+    let loading = config.loading;
+    let store = config.open()?.train; // every time; split below at --split
     let train = Arc::new(store.with_range(&om4_store::DateRange::until(args.split))?);
     let val = Arc::new(store.with_range(&om4_store::DateRange::from(args.split))?);
     let spec = WindowSpec::new(0, 1, 1)?;
@@ -110,7 +110,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     println!(
         "training a 3-layer candle CNN on {} ({c_in} inputs, {c_prog} outputs, {}×{}), batch {}, {} batches/epoch",
-        config.data,
+        config.source.data_location.as_ref().expect("a store is given"),
         grid.y,
         grid.x,
         args.batch_size,

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::Args;
 use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, PrepareOn};
-use om4_store::{Om4Source, ReadPool, SourceConfig};
+use om4_store::DataConfig;
 use serde_json::json;
 
 use super::{median, peak_rss_bytes};
@@ -56,10 +56,10 @@ pub(crate) struct BatchArgs {
 pub(crate) fn run(a: &BatchArgs) -> Result<()> {
     let opened = Instant::now();
     let data = a.remote.location(&a.store)?;
-    let config =
-        SourceConfig::samudra(data.clone(), data.sibling("OM4_means.zarr"), data.sibling("OM4_stds.zarr"), a.levels);
-    let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
-    let source = Arc::new(Om4Source::open(&config, pool)?);
+    let mut config = DataConfig::at(data);
+    config.source.levels = Some(a.levels);
+    config.loading.max_concurrent_reads = a.threads.unwrap_or_else(crate::num_threads);
+    let source = Arc::new(config.open()?.train);
     // A remote store's requests: opening the store (its statistics stores not counted), then per
     // timed batch.
     let open_requests = source.store().request_counts();

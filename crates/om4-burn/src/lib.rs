@@ -17,14 +17,16 @@
 //! use burn::tensor::Device;
 //! use om4_batch::{SampleSpace, Schedule, WindowSpec};
 //! use om4_burn::{BatchSource, LoaderConfig, loader};
-//! use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
+//! use om4_store::{DataConfig, SynthConfig, synthesize};
 //!
 //! # let dir = tempfile::tempdir()?;
 //! let cfg = SynthConfig { ny: 8, nx: 16, times: 12, levels: 2, ..SynthConfig::default() };
 //! let paths = synthesize(dir.path(), &cfg, |_, _| {})?;
-//! // prognostic uo_0, uo_1, vo_*, thetao_*, so_*, zos (9); boundary tauuo, tauvo, hfds (3)
-//! let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
-//! let source = Arc::new(Om4Source::open(&config, ReadPool::new(2)?)?);
+//! // Samudra's defaults over the store (statistics beside it; no split given: every time), opened
+//! // once: prognostic uo_0, uo_1, vo_*, thetao_*, so_*, zos (9); boundary tauuo, tauvo, hfds (3)
+//! let mut data = DataConfig::at(paths.data);
+//! data.loading.max_concurrent_reads = 2;
+//! let source = Arc::new(data.open()?.train);
 //! let space = SampleSpace::single(WindowSpec::new(1, 2, 1)?, source.time_len())?;
 //! let loader = loader(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::flex());
 //! for batch in loader.epoch(1)? {

@@ -21,13 +21,11 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use om4_mpi::{ShardOptions, ShardedSource};
-//! use om4_store::{Om4Source, ReadPool, SourceConfig};
+//! use om4_store::DataConfig;
 //!
 //! let (universe, _) = mpi::initialize_with_threading(mpi::Threading::Multiple).ok_or("MPI init failed")?;
 //! let world = universe.world();
-//! let at = |name: &str| std::path::PathBuf::from(name);
-//! let config = SourceConfig::samudra(at("OM4.zarr"), at("OM4_means.zarr"), at("OM4_stds.zarr"), 19);
-//! let store = Om4Source::open(&config, ReadPool::new(4)?)?;
+//! let store = DataConfig::at(std::path::PathBuf::from("OM4.zarr")).open()?.train; // every time
 //! let sharded = Arc::new(ShardedSource::new(&world, &store, &ShardOptions::default())?);
 //! // … a Loader over `sharded`; drop every Arc of it before `universe`.
 //! # Ok(()) }

@@ -91,6 +91,8 @@ pub struct DataSource {
     pub inference_times: Vec<DateRange>,
     /// Samudra's grid type (read, not used: om4 takes the grid from the store).
     pub grid_type: Option<String>,
+    /// Levels of the per-level channel sets (om4's own key; default: the store's own levels).
+    pub levels: Option<usize>,
 }
 
 fn om4_type() -> String {
@@ -112,6 +114,7 @@ impl Default for DataSource {
             val_time: DateRange::ALL,
             inference_times: Vec::new(),
             grid_type: None,
+            levels: None,
         }
     }
 }
@@ -204,7 +207,7 @@ impl DataConfig {
             reason: "no store given (data.data_location, or data.sources[0].data_location)".into(),
         })?;
         let store = Arc::new(Om4Store::open_location(&data)?);
-        let (prognostic, boundary) = source.channels(levels(&store))?;
+        let (prognostic, boundary) = source.channels(source.levels.unwrap_or_else(|| levels(&store)))?;
         let spec = SourceConfig {
             means: source.means().expect("a store is given"),
             stds: source.stds().expect("a store is given"),
@@ -249,6 +252,7 @@ struct RawData {
     val_time: Option<DateRange>,
     inference_times: Vec<DateRange>,
     grid_type: Option<String>,
+    levels: Option<usize>,
     hist: usize,
     normalize_before_mask: bool,
     masked_fill_value: f32,
@@ -276,6 +280,7 @@ impl Default for RawData {
             val_time: None,
             inference_times: Vec::new(),
             grid_type: None,
+            levels: None,
             hist: d.hist,
             normalize_before_mask: d.normalize_before_mask,
             masked_fill_value: d.masked_fill_value,
@@ -303,6 +308,7 @@ impl TryFrom<RawData> for DataConfig {
             val_time: raw.val_time.unwrap_or_default(),
             inference_times: raw.inference_times,
             grid_type: raw.grid_type,
+            levels: raw.levels,
         };
         let source = match raw.sources {
             None => flat,
