@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use numpy::{PyArrayMethods, ToPyArray};
 use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
 use om4_pipeline::{BatchSource, BatchTelemetry, Epoch, HostBatch, LoaderConfig, PrepareOn, PreparedBatch};
-use om4_store::{DateRange, Om4Source, ReadPool, SourceConfig, StoreLocation};
+use om4_store::{DataConfig, Om4Source, SourceConfig, StoreLocation};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
@@ -66,8 +66,9 @@ fn location(arg: &Bound<'_, PyAny>) -> PyResult<StoreLocation> {
     StoreLocation::parse(&text).map_err(|e| runtime(format!("store {text:?}: {e}")))
 }
 
-/// A built loader, its source, and the CUDA device its pinned buffers belong to.
-type Built = (om4_pipeline::Loader<Om4Source>, Arc<Om4Source>, Option<usize>);
+/// A built loader, its source, the CUDA device its pinned buffers belong to, and the resolved
+/// source settings (channel lists).
+type Built = (om4_pipeline::Loader<Om4Source>, Arc<Om4Source>, Option<usize>, SourceConfig);
 
 /// Where `pin_memory` asks batches to be pinned: `None` for pageable memory, `Some(None)` for
 /// the calling thread's current CUDA device (device 0 without one), `Some(Some(n))` for device n.
@@ -118,7 +119,7 @@ impl Loader {
     /// read once, and the split must fit BYTES.
     #[new]
     #[pyo3(signature = (
-        store, *, means=None, stds=None, prognostic=None, boundary=None, levels=19, time=None,
+        store, *, means=None, stds=None, prognostic=None, boundary=None, levels=None, time=None,
         split="train", hist=1, steps=1, stride=1, batch_size=1, seed=0, rank=0, world_size=None,
         normalize_before_mask=true, fill_value=0.0, prefetch=2, max_concurrent_reads=4, pin_memory=None,
         prepare="host", resident=None
@@ -131,7 +132,7 @@ impl Loader {
         stds: Option<&Bound<'_, PyAny>>,
         prognostic: Option<Vec<String>>,
         boundary: Option<Vec<String>>,
-        levels: usize,
+        levels: Option<usize>,
         time: Option<&str>,
         split: &str,
         hist: usize,
@@ -163,20 +164,20 @@ impl Loader {
             "val" | "validation" => true,
             other => return Err(runtime(format!("split {other:?}: expected \"train\" or \"val\""))),
         };
-        let data = location(store)?;
-        let means = means.map(location).transpose()?.unwrap_or_else(|| data.sibling("OM4_means.zarr"));
-        let stds = stds.map(location).transpose()?.unwrap_or_else(|| data.sibling("OM4_stds.zarr"));
-        let mut config = SourceConfig::samudra(data, means, stds, levels);
-        if let Some(p) = prognostic {
-            config.prognostic = p;
+        // The data configuration as a Samudra run states it: Samudra's channels for `levels` (or
+        // the lists given), statistics beside the store unless given, the time range as the
+        // split (the whole store without one).
+        let mut data = DataConfig::at(location(store)?);
+        data.source.data_means_location = means.map(location).transpose()?;
+        data.source.data_stds_location = stds.map(location).transpose()?;
+        data.source.levels = levels;
+        data.source.prognostic = prognostic;
+        data.source.boundary = boundary;
+        if let Some(t) = time {
+            data.source.train_time = t.parse().map_err(|e| runtime(format!("time {t:?}: {e}")))?;
         }
-        if let Some(b) = boundary {
-            config.boundary = b;
-        }
-        config.normalize_before_mask = normalize_before_mask;
-        config.masked_fill_value = fill_value;
-        let range: Option<DateRange> =
-            time.map(|t| t.parse().map_err(|e| runtime(format!("time {t:?}: {e}")))).transpose()?;
+        data.normalize_before_mask = normalize_before_mask;
+        data.masked_fill_value = fill_value;
         let ddp = match world_size {
             None if rank == 0 => None,
             None => return Err(runtime(format!("rank {rank} needs world_size"))),
@@ -187,16 +188,12 @@ impl Loader {
         }
         // Samudra validates one step ahead, whatever the training rollout.
         let steps = if validation { 1 } else { steps };
-        let loading =
+        data.loading =
             LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads, prepare_on, ..LoaderConfig::default() };
-        let (prognostic, boundary) = (config.prognostic.clone(), config.boundary.clone());
+        let loading = data.loading;
         let build = || -> Result<Built, String> {
-            let pool = ReadPool::new(max_concurrent_reads).map_err(|e| e.to_string())?;
-            let mut source = Om4Source::open(&config, pool).map_err(|e| e.to_string())?;
-            if let Some(range) = &range {
-                source = source.with_range(range).map_err(|e| e.to_string())?;
-            }
-            let source = Arc::new(source);
+            let splits = data.open().map_err(|e| e.to_string())?;
+            let (spec, source) = (splits.spec, Arc::new(splits.train));
             let window = WindowSpec::new(hist, steps, stride).map_err(|e| e.to_string())?;
             let space = SampleSpace::single(window, source.time_len()).map_err(|e| e.to_string())?;
             let schedule = if validation {
@@ -217,9 +214,10 @@ impl Loader {
                 Some(budget) => loader.resident(budget).map_err(|e| e.to_string())?,
                 None => loader,
             };
-            Ok((loader, source, pin_device))
+            Ok((loader, source, pin_device, spec))
         };
-        let (loader, source, pin_device) = py.detach(build).map_err(runtime)?;
+        let (loader, source, pin_device, spec) = py.detach(build).map_err(runtime)?;
+        let (prognostic, boundary) = (spec.prognostic, spec.boundary);
         let normalizations = raw::normalizations(py, source.normalizations(), source.grid())?;
         let raw = prepare_on == PrepareOn::Device;
         Ok(Self { loader, source, states: hist + 1, prognostic, boundary, validation, pin_device, normalizations, raw })
