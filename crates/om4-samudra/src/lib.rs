@@ -32,6 +32,7 @@ mod checkpoint;
 mod config;
 mod conv;
 mod ema;
+mod erf;
 mod error;
 mod gelu;
 mod loss;
@@ -42,6 +43,7 @@ mod run;
 mod step;
 mod trainer;
 mod weights;
+mod wide;
 
 pub use builder::TrainerBuilder;
 pub use config::{EpochReport, TrainConfig};
