@@ -310,7 +310,7 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         }
         let total = batches.len() - first_batch;
         let depth = self.config.prefetch_batches;
-        let EpochPlan { fresh, capacity, output_capacity, steps } = self.plan_epoch(&batches[first_batch..])?;
+        let EpochPlan { plans, capacity, output_capacity, steps } = self.plan_epoch(&batches[first_batch..])?;
         // Staging buffers are sized to the largest a batch of their group can need, and as many of
         // each are allocated before the first read as the batches in flight can hold: per lane its
         // queue (`depth / lanes`, rounded up) and one being read or waiting to be queued, then one
@@ -331,9 +331,10 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         // Batch k (counted from `first_batch`) is read by lane k mod `lanes`, each lane on a
         // producer thread of its own; with prefetch 0, one lane on the consumer's thread.
         let mut work: Vec<Vec<Work>> = vec![Vec::new(); lanes];
-        for (i, ((k, indices), fresh)) in batches.into_iter().enumerate().skip(first_batch).zip(fresh).enumerate() {
-            let fresh = self.residency.as_ref().map(|_| fresh);
-            work[i % lanes].push(Work { k, indices, fresh });
+        for (i, ((k, indices), (plan, fresh))) in
+            batches.into_iter().enumerate().skip(first_batch).zip(plans).enumerate()
+        {
+            work[i % lanes].push(Work { k, indices, plan, fresh });
         }
         let stage = Stage {
             finish,
@@ -400,11 +401,11 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         Ok(iter)
     }
 
-    /// Plans `batches` in order: per batch and read group the times to read (all of the group's,
-    /// or with a resident split those it is the first to need that the device copy lacks, as
-    /// the copy stands when the epoch starts), and per group the largest buffer any batch of any
-    /// epoch can need (a full batch of samples none of whose times overlap), so that buffers
-    /// sized to it fit every later request.
+    /// Plans `batches` in order: each batch's plan and, with a resident split, per read group the
+    /// times it is the first to need that the device copy lacks (as the copy stands when the
+    /// epoch starts); and per group the largest buffer any batch of any epoch can need (a full
+    /// batch of samples none of whose times overlap), so that buffers sized to it fit every later
+    /// request.
     fn plan_epoch(&self, batches: &[Vec<usize>]) -> Result<EpochPlan> {
         let mut seen = self.residency.as_ref().map(|r| r.snapshot());
         let (roles, channels, plane) = (self.source.roles(), self.source.channels(), self.source.grid().plane());
@@ -417,26 +418,24 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
                 .collect(),
             None => Vec::new(),
         };
-        let mut fresh = Vec::with_capacity(batches.len());
+        let mut plans = Vec::with_capacity(batches.len());
         let (mut output_capacity, mut steps) = (0, 0);
         for indices in batches {
             let plan = BatchPlan::new(&self.space.samples(indices)?, &roles, &channels)?;
             let (input, label) = om4_batch::step_lens(&plan, self.source.grid());
             output_capacity = output_capacity.max(input).max(label);
             steps = plan.steps();
-            let times: Vec<Vec<usize>> = plan
-                .groups()
-                .iter()
-                .map(|g| match &mut seen {
-                    Some(seen) => {
+            let fresh = seen.as_mut().map(|seen| {
+                plan.groups()
+                    .iter()
+                    .map(|g| {
                         g.times.iter().copied().filter(|&t| !std::mem::replace(&mut seen[g.source][t], true)).collect()
-                    }
-                    None => g.times.clone(),
-                })
-                .collect();
-            fresh.push(times);
+                    })
+                    .collect()
+            });
+            plans.push((plan, fresh));
         }
-        Ok(EpochPlan { fresh, capacity, output_capacity, steps })
+        Ok(EpochPlan { plans, capacity, output_capacity, steps })
     }
 
     /// Reads `lane`'s batches in turn, one per call; a panic becomes an error naming the batch.
@@ -446,17 +445,16 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
         capacity: Arc<Vec<usize>>,
     ) -> impl FnMut() -> Option<(usize, Result<ReadBatch>)> + Send + 'static {
         let source = Arc::clone(&self.source);
-        let space = self.space.clone();
         let buffers = self.buffers.clone();
         let residency = self.residency.clone();
         let mut lane = lane.into_iter();
         move || {
-            let Work { k, indices, fresh } = lane.next()?;
+            let Work { k, indices, plan, fresh } = lane.next()?;
             let fresh =
                 fresh.map(|times| (times, Arc::clone(residency.as_ref().expect("fresh times come with a residency"))));
             let alloc =
                 |g: usize, len: usize| buffers.acquire_with_capacity(len, capacity.get(g).copied().unwrap_or(0));
-            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, &space, alloc, indices, fresh)));
+            let result = catch_unwind(AssertUnwindSafe(|| read_batch(&*source, alloc, indices, plan, fresh)));
             Some((
                 k,
                 result.unwrap_or_else(|panic| Err(Error::ProducerPanic { batch: k, message: panic_message(&*panic) })),
@@ -465,21 +463,23 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
     }
 }
 
-/// An epoch's read plan: per batch and group the times to read, per group the largest buffer.
+/// An epoch's read plan: per batch its plan (and, with a resident split, the times to read per
+/// group), per group the largest buffer.
 struct EpochPlan {
-    fresh: Vec<Vec<Vec<usize>>>,
+    plans: Vec<(BatchPlan, Option<Vec<Vec<usize>>>)>,
     capacity: Vec<usize>,
     /// The largest step buffer of the host path, and the rollout steps.
     output_capacity: usize,
     steps: usize,
 }
 
-/// One batch of a lane: its number in the epoch, its sample indices, and (with a resident split)
-/// the times per read group to read.
+/// One batch of a lane: its number in the epoch, its sample indices, its plan, and (with a
+/// resident split) the times per read group to read.
 #[derive(Debug, Clone)]
 struct Work {
     k: usize,
     indices: Vec<usize>,
+    plan: BatchPlan,
     fresh: Option<Vec<Vec<usize>>>,
 }
 
@@ -496,15 +496,13 @@ pub(crate) struct ReadBatch {
 
 fn read_batch<S: BatchSource + ?Sized>(
     source: &S,
-    space: &SampleSpace,
     alloc: impl FnMut(usize, usize) -> PooledBuf,
     indices: Vec<usize>,
+    plan: BatchPlan,
     fresh: Option<(Vec<Vec<usize>>, Arc<Residency>)>,
 ) -> Result<ReadBatch> {
     let _span = tracing::debug_span!("om4_batch_read", samples = indices.len()).entered();
     let t0 = Instant::now();
-    let samples = space.samples(&indices)?;
-    let plan = BatchPlan::new(&samples, &source.roles(), &source.channels())?;
     let plane = source.grid().plane();
     let listed: Vec<ReadGroup> = match &fresh {
         Some((times, _)) => {

@@ -20,23 +20,23 @@ use crate::buffers::PooledBuf;
 pub struct Residency {
     held: Mutex<Vec<Vec<bool>>>,
     channels: Vec<usize>,
+    times: usize,
     plane: usize,
 }
 
 impl Residency {
     pub(crate) fn new(channels: Vec<usize>, times: usize, plane: usize) -> Self {
-        Self { held: Mutex::new(channels.iter().map(|_| vec![false; times]).collect()), channels, plane }
+        Self { held: Mutex::new(channels.iter().map(|_| vec![false; times]).collect()), channels, times, plane }
     }
 
     /// Bytes of the whole split on the device: every time of every variable set, float32.
     pub fn split_bytes(&self) -> u64 {
-        let times = self.lock().first().map_or(0, Vec::len);
-        (self.channels.iter().sum::<usize>() * times * self.plane * 4) as u64
+        (self.channels.iter().sum::<usize>() * self.times * self.plane * 4) as u64
     }
 
     /// Time positions of the split.
     pub fn times(&self) -> usize {
-        self.lock().first().map_or(0, Vec::len)
+        self.times
     }
 
     /// Channels of each variable set.
@@ -53,11 +53,6 @@ impl Residency {
         for &t in times {
             held[source][t] = true;
         }
-    }
-
-    /// Whether the device copy holds time `time` of variable set `source`.
-    pub fn holds(&self, source: usize, time: usize) -> bool {
-        self.lock().get(source).and_then(|s| s.get(time)).copied().unwrap_or(false)
     }
 
     /// Bytes the device copy holds.

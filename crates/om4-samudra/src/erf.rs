@@ -87,8 +87,10 @@ pub fn gelu_capped(x: f32) -> f32 {
 /// backward), else flex's `gelu_backward` formula `g · (Φ(x) + x·φ(x))`.
 #[inline(always)]
 pub fn gelu_capped_grad(x: f32, g: f32) -> f32 {
-    let g = if gelu(x) > CAP { 0.0 } else { g };
-    let cdf = 0.5 * (1.0 + erf(x / core::f32::consts::SQRT_2));
+    let e = erf(x / core::f32::consts::SQRT_2);
+    // `gelu(x)`'s own operations on the one erf.
+    let g = if 0.5 * x * (1.0 + e) > CAP { 0.0 } else { g };
+    let cdf = 0.5 * (1.0 + e);
     let inv_sqrt_2pi: f32 = 0.398_942_3;
     let pdf = inv_sqrt_2pi * exp_neg(-0.5 * x * x);
     g * (cdf + x * pdf)
