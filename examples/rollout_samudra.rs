@@ -25,9 +25,6 @@ use om4_pipeline::BatchSource;
 use om4_samudra::{SamudraConfig, load_upstream, rollout};
 use om4_store::{DataConfig, PlaneWriter, TimeCoordinate};
 
-#[path = "common/demo.rs"]
-mod demo;
-
 #[derive(Parser, Debug)]
 #[command(about = "Roll Samudra out from an OM4 store and write the predictions as Zarr")]
 struct Args {
@@ -75,7 +72,11 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let location = |p: &Option<PathBuf>| p.as_deref().map(om4_store::StoreLocation::from_path).transpose();
     let data = match location(&a.store)? {
         Some(p) => p,
-        None => demo::demo_store()?.data.into(),
+        None => {
+            let demo = om4_store::DemoStore::locate();
+            println!("the synthetic demo store in {} (written on first use)", demo.dir.display());
+            demo.ensure()?.data.into()
+        }
     };
     // Samudra's channels for --levels (default: the store's), statistics beside the store unless
     // given; every time.

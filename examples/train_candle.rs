@@ -18,9 +18,6 @@ use om4_candle::{label_mask, loader};
 use om4_pipeline::{BatchSource, EpochSummary};
 use om4_store::DataConfig;
 
-#[path = "common/demo.rs"]
-mod demo;
-
 #[derive(Parser, Debug)]
 #[command(about = "Train a small candle network from an OM4 Zarr store")]
 struct Args {
@@ -79,7 +76,11 @@ fn main() -> std::process::ExitCode {
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let data = match args.store {
         Some(p) => om4_store::StoreLocation::from_path(&p)?,
-        None => demo::demo_store()?.data.into(),
+        None => {
+            let demo = om4_store::DemoStore::locate();
+            println!("the synthetic demo store in {} (written on first use)", demo.dir.display());
+            demo.ensure()?.data.into()
+        }
     };
     let mut config = DataConfig::at(data);
     config.source.levels = Some(args.levels);

@@ -4,12 +4,10 @@
 //! next run), trains the `tiny` network on the CPU for a few epochs and prints the loss falling.
 //! Point it at a real store with `--store OM4.zarr --means OM4_means.zarr --stds OM4_stds.zarr`,
 //! or a config file (`--config configs/om4.toml`, TOML or YAML with Samudra's section names).
-
-#[path = "common/demo.rs"]
-mod demo;
-#[path = "common/train.rs"]
-mod train;
+//!
+//! This is the training application's `om4-train train` (crates/om4-train), under the name the
+//! README's first command uses.
 
 fn main() -> std::process::ExitCode {
-    train::main(clap::Parser::parse())
+    om4_train::train(clap::Parser::parse())
 }

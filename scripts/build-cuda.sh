@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds examples/train_samudra with Burn's CUDA backend offline (no download at build time).
+# Builds om4-train (crates/om4-train) with Burn's CUDA backend offline (no download at build time).
 #
 # Burn 0.22's CUDA backend compiles kernels with LLVM (cubecl-llvm), whose build normally
 # downloads an LLVM bundle. tracel-llvm-bundler skips that download when
@@ -10,12 +10,12 @@
 # $HOME), seeds the directory and builds in its own target dir (target/cuda; the first build takes
 # about 30 minutes on 2 cores). Idempotent: a second run reuses the SDK and the build.
 #
-# Usage: scripts/build-cuda.sh [extra cargo args, e.g. --example gpu_check]   (prints the
-#        train_samudra binary's path last; scripts/gpu-check.sh prepare builds gpu_check this way)
+# Usage: scripts/build-cuda.sh [extra cargo args]   (prints the om4-train binary's path last;
+#        scripts/gpu-check.sh prepare builds it this way)
 # Env:   CUDARC_CUDA_VERSION (default 13000: CUDA 13.0, what driver 580 speaks; without nvcc
 #        cudarc would otherwise pick the newest driver API it knows).
 # With network access to tracel's servers none of this is needed:
-#        cargo build --release --features cuda --example train_samudra
+#        cargo build --release -p om4-train --features cuda
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=23.1.1.post0
@@ -42,6 +42,6 @@ echo "== llvm-config $("$seed/bin/llvm-config" --version) (NVPTX: $("$seed/bin/l
 unset DOCS_RS
 export XDG_DATA_HOME="$sdk/xdg"
 export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
-echo "== cargo build --release --features cuda --example train_samudra (target/cuda)"
-cargo build --release --locked --features cuda --example train_samudra --target-dir target/cuda "$@"
-echo "$PWD/target/cuda/release/examples/train_samudra"
+echo "== cargo build --release -p om4-train --features cuda (target/cuda)"
+cargo build --release --locked -p om4-train --features cuda --target-dir target/cuda "$@"
+echo "$PWD/target/cuda/release/om4-train"

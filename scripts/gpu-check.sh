@@ -9,8 +9,8 @@
 #                                  # (h f). Each prints one table and exits 1 if a check failed.
 #
 # `prepare` builds, strips and xz-compresses (one CUDA binary carries every GPU check):
-#   - examples/gpu_check with Burn's CUDA backend (scripts/build-cuda.sh: offline LLVM SDK),
-#   - examples/gpu_check with the Vulkan backend (target/vulkan),
+#   - om4-train (crates/om4-train) with Burn's CUDA backend (scripts/build-cuda.sh: offline LLVM SDK),
+#   - om4-train with the Vulkan backend (target/vulkan),
 #   - the om4 CLI (to write a synthetic 1° store there),
 #   - om4-pipeline's tests/pinned.rs and om4-burn's tests/cuda.rs (feature pinned: cudarc only),
 # and packs upstream Samudra's model source (m2lines/Samudra 018a6a7, from the git directory in
@@ -27,17 +27,17 @@
 #   a. staging: pinned allocation, async copies, reuse only after the copy completed, pinned vs
 #      pageable GB/s; d. copy/compute overlap (both from tests/pinned.rs); pinned loader batches
 #      through Burn equal pageable ones (tests/cuda.rs);
-#   b. gpu_check prepare --device cuda: device-prepared batches equal the host reference bit for bit;
-#   c. gpu_check ops --device cuda (every step operation, clip + Adam and whole steps against flex,
+#   b. om4-train prepare --device cuda: device-prepared batches equal the host reference bit for bit;
+#   c. om4-train ops --device cuda (every step operation, clip + Adam and whole steps against flex,
 #      bound 1e-2 for TF32); the demo trained 2 epochs on cuda and on cpu (train losses within 1e-3
 #      relative; its first batch split into autotune, compilation and the rest), then v2
 #      at 1° (hist 1, 4 steps, batch 1 and 4, and 4 with --bf16): samples/s, data wait p50/p95 and
 #      share, peak GPU memory;
 #   e. om4's v2 optimizer step against upstream PyTorch Samudra's on the same GPU, batch 1 and 4,
 #      float32 and bf16, in interleaved rounds (benches/step/step.py with scripts/gpu/torch_step.py);
-#   f. the Vulkan build of gpu_check trains the demo (Debian's libvulkan1 carried as a package);
+#   f. the Vulkan build of om4-train trains the demo (Debian's libvulkan1 carried as a package);
 #   g. forward parity at 1° on the device: tests/data/upstream/check_forward_1deg.py (independent
-#      case) with `gpu_check forward --device cuda` against upstream's float64 forward in torch
+#      case) with `om4-train forward --device cuda` against upstream's float64 forward in torch
 #      (on the GPU, TF32 off), bound 1e-5, beside torch's own float32 error;
 #   h. the Python wheel on the GPU: om4's pytest suite with pin_memory required to work; upstream
 #      Samudra's (PR #800, 10bb945e) CUDA cases of tests/test_rust_data.py with om4 as its
@@ -68,19 +68,19 @@ prepare() {
   local all=target/gpu-build
   rm -rf "$all" target/gpu-carry target/gpu-carry-2
   mkdir -p "$all/bin" "$all/wheels" "$all/wheels-py" "$all/gl"
-  scripts/build-cuda.sh --example gpu_check
+  scripts/build-cuda.sh
   cargo build --release --locked --bin om4
   tests=$(cargo test --release --locked -p om4-pipeline -p om4-burn --features om4-pipeline/pinned,om4-burn/pinned \
     --test pinned --test cuda --no-run --message-format=json |
     jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test) | .executable')
-  # The Vulkan build of gpu_check (wgpu, no LLVM), and the Vulkan loader the device image lacks.
-  cargo build --release --locked --features vulkan --example gpu_check --target-dir target/vulkan
-  cp target/vulkan/release/examples/gpu_check target/vulkan/gpu_check_vulkan
+  # The Vulkan build of om4-train (wgpu, no LLVM), and the Vulkan loader the device image lacks.
+  cargo build --release --locked -p om4-train --features vulkan --target-dir target/vulkan
+  cp target/vulkan/release/om4-train target/vulkan/om4-train-vulkan
   mkdir -p /tmp/om4-apt-amd64/partial
   apt_opts=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/om4-apt-amd64)
   apt-get "${apt_opts[@]}" update -qq
   (cd "$all/gl" && apt-get "${apt_opts[@]}" download -qq libvulkan1)
-  for bin in target/cuda/release/examples/gpu_check target/vulkan/gpu_check_vulkan target/release/om4 $tests; do
+  for bin in target/cuda/release/om4-train target/vulkan/om4-train-vulkan target/release/om4 $tests; do
     name=$(basename "$bin" | sed 's/-[0-9a-f]\{16\}$//')
     strip -o "$all/bin/$name" "$bin"
     xz -T2 -9 -f "$all/bin/$name"
@@ -106,8 +106,8 @@ prepare() {
     deprecated==3.0.1 microsoft-aurora==2.0.1 perceiver-pytorch==0.11.0
   # Two device runs' carries, each under 64 MiB with the working tree: the CUDA parts (a c e g),
   # then the Python wheel and Vulkan (h f). `run` runs the parts its carry holds.
-  pack target/gpu-carry bin/gpu_check.xz bin/pinned.xz bin/cuda.xz bin/om4.xz samudra-src.tar.xz wheels
-  pack target/gpu-carry-2 bin/gpu_check_vulkan.xz bin/om4.xz gl samudra-src.tar.xz wheels wheels-py samudra-loader.tar.xz
+  pack target/gpu-carry bin/om4-train.xz bin/pinned.xz bin/cuda.xz bin/om4.xz samudra-src.tar.xz wheels
+  pack target/gpu-carry-2 bin/om4-train-vulkan.xz bin/om4.xz gl samudra-src.tar.xz wheels wheels-py samudra-loader.tar.xz
   echo "on the device: scripts/gpu-check.sh run (carry target/gpu-carry), then the same with"
   echo "OM4_GPU_CHECK_CARRY=target/gpu-carry-2 (carry target/gpu-carry-2 and target/environment)"
 }
@@ -187,9 +187,9 @@ run() {
   # The parts this carry holds the programs for, unless OM4_GPU_CHECK_PARTS names some.
   local held=""
   [ -f "$carry/bin/pinned.xz" ] && held+=" a"
-  [ -f "$carry/bin/gpu_check.xz" ] && held+=" c e g"
+  [ -f "$carry/bin/om4-train.xz" ] && held+=" c e g"
   [ -d "$carry/wheels-py" ] && held+=" h"
-  [ -f "$carry/bin/gpu_check_vulkan.xz" ] && held+=" f"
+  [ -f "$carry/bin/om4-train-vulkan.xz" ] && held+=" f"
   parts=" ${OM4_GPU_CHECK_PARTS:-$held} "
   echo "parts:$parts(carry $carry)"
   want() { [[ $parts == *" $1 "* ]]; }
@@ -207,7 +207,7 @@ run() {
       row "a. pinned loader batches via Burn" PASS "equal to pageable ones bit for bit"
     else fail "a. pinned loader batches via Burn" "$?" "$(tail -3 "$log/cuda-test.txt" | tr '\n' ' ')"; fi
     # b: device preparation equals the host reference.
-    if part 300 "$work/bin/gpu_check" prepare --device "$dev" > "$log/prepare.txt" 2>&1; then
+    if part 300 "$work/bin/om4-train" prepare --device "$dev" > "$log/prepare.txt" 2>&1; then
       row "b. prepare on $dev = host" PASS "$(tail -1 "$log/prepare.txt")"
     else fail "b. prepare on $dev = host" "$?" "$(tail -2 "$log/prepare.txt" | tr '\n' ' ')"; fi
   fi
@@ -215,11 +215,11 @@ run() {
   # c: every operation of the step and whole steps against flex (TF32 convolutions and matmuls on
   # CUDA: bound 1e-2), then the demo on cuda and cpu (v2 at 1° comes after e and g).
   if want c; then
-    if part 300 "$work/bin/gpu_check" ops --device "$dev" --tolerance "${OM4_GPU_CHECK_OPS_TOL:-1e-2}" > "$log/ops.txt" 2>&1; then
+    if part 300 "$work/bin/om4-train" ops --device "$dev" --tolerance "${OM4_GPU_CHECK_OPS_TOL:-1e-2}" > "$log/ops.txt" 2>&1; then
       row "c. ops on $dev vs flex" PASS "$(grep -c '| yes |' "$log/ops.txt") rows within the bound (ops.txt)"
     else fail "c. ops on $dev vs flex" "$?" "$(grep '| NO |' "$log/ops.txt" | head -2 | tr '\n' ' ')"; fi
-    part 300 "$work/bin/gpu_check" train --device "$dev" --epochs 2 > "$log/demo-cuda.txt" 2>&1
-    part 300 "$work/bin/gpu_check" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
+    part 300 "$work/bin/om4-train" train --device "$dev" --epochs 2 > "$log/demo-cuda.txt" 2>&1
+    part 300 "$work/bin/om4-train" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
     gpu=$(losses "$log/demo-cuda.txt"); cpu=$(losses "$log/demo-cpu.txt")
     if [ -n "$gpu" ] && close "$gpu" "$cpu"; then
       row "c. demo $dev vs cpu (2 epochs)" PASS "train loss $dev $gpu/ cpu $cpu(1e-3 rel.)"
@@ -232,7 +232,7 @@ run() {
     cases=()
     for c in ${OM4_GPU_CHECK_STEP_CASES:-1 4 4:bf16}; do cases+=(--case "$model:$torch_grid:$c"); done
     out=$(part 300 python3 benches/step/step.py --upstream-src "$work/src/src" --python "$python" \
-      --om4 "$work/bin/gpu_check" --device "$torch_device" --rounds "${OM4_GPU_CHECK_ROUNDS:-5}" \
+      --om4 "$work/bin/om4-train" --device "$torch_device" --rounds "${OM4_GPU_CHECK_ROUNDS:-5}" \
       --json "$log/step-bench.json" "${cases[@]}" 2> "$log/step-bench.txt")
     status=$?
     if [ "$status" = 0 ]; then
@@ -243,7 +243,7 @@ run() {
     # Where om4's step spends its time on the device: each phase and operation alone, synchronized.
     if [ "${OM4_GPU_CHECK_PROFILE:-1}" = 0 ]; then
       row "e. step profile ($model, batch 4)" SKIP "OM4_GPU_CHECK_PROFILE=0"
-    elif part 120 "$work/bin/gpu_check" step --profile --device "$dev" --preset "$model" --grid "$torch_grid" \
+    elif part 120 "$work/bin/om4-train" step --profile --device "$dev" --preset "$model" --grid "$torch_grid" \
       --batch 4 --repeats 3 > "$log/profile.txt" 2>&1; then
       row "e. step profile ($model, batch 4)" INFO "$(grep -ciE 'ms|s$' "$log/profile.txt") lines in profile.txt"
     else fail "e. step profile ($model, batch 4)" "$?" "$(tail -2 "$log/profile.txt" | tr '\n' ' ')"; fi
@@ -252,7 +252,7 @@ run() {
   # g: forward parity with upstream at 1° on the device (the instance-norm presets and v2).
   if want g; then
     part 180 python3 tests/data/upstream/check_forward_1deg.py --upstream-src "$work/src/src" \
-      --forward-bin "$work/bin/gpu_check forward --device $dev" --torch-device "$torch_device" \
+      --forward-bin "$work/bin/om4-train forward --device $dev" --torch-device "$torch_device" \
       --case independent --presets "${OM4_GPU_CHECK_FORWARD:-tiny,v2_highres,v2}" --work "$work/forward" \
       > "$log/forward.txt" 2>&1
     status=$?
@@ -269,7 +269,7 @@ run() {
       tag=${extra// /}
       (nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 || true) > "$log/mem-$batch.txt" 2>/dev/null &
       smi=$!
-      part 240 "$work/bin/gpu_check" train --device "$dev" --store "$work/1deg/OM4.zarr" --model "$model" --history 1 \
+      part 240 "$work/bin/om4-train" train --device "$dev" --store "$work/1deg/OM4.zarr" --model "$model" --history 1 \
         --steps 4 --batch-size "$batch" --epochs 1 $extra > "$log/v2-b$batch$tag.txt" 2>&1
       status=$?
       kill "$smi" 2>/dev/null
@@ -332,10 +332,10 @@ run() {
     vdev=vulkan
     if [ "$dev" = cpu ]; then vdev=cpu; fi
     if [ -z "$cpu" ]; then  # the CPU reference, from the Vulkan build when part c did not run
-      part 300 "$work/bin/gpu_check_vulkan" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
+      part 300 "$work/bin/om4-train-vulkan" train --device cpu --epochs 2 > "$log/demo-cpu.txt" 2>&1
       cpu=$(losses "$log/demo-cpu.txt")
     fi
-    if part 240 "$work/bin/gpu_check_vulkan" train --device "$vdev" --epochs 2 > "$log/demo-vulkan.txt" 2>&1 &&
+    if part 240 "$work/bin/om4-train-vulkan" train --device "$vdev" --epochs 2 > "$log/demo-vulkan.txt" 2>&1 &&
       vk=$(losses "$log/demo-vulkan.txt") && close "$vk" "$cpu"; then
       row "f. demo on $vdev (vulkan build)" PASS "train loss $vk/ cpu $cpu(1e-3 rel.)"
     else fail "f. demo on $vdev (vulkan build)" "$?" "$(tail -2 "$log/demo-vulkan.txt" | tr '\n' ' ')"; fi

@@ -2,11 +2,11 @@
 # cubecl's code path on a software Vulkan device (Mesa's lavapipe: llvmpipe, a CPU), as CI runs it:
 #
 #   scripts/software-gpu.sh          # installs what is missing (apt), builds, then:
-#     1. gpu_check ops --device wgpu: every operation of Samudra's training step, forward and
+#     1. om4-train ops --device wgpu: every operation of Samudra's training step, forward and
 #        gradients, then clipping with Adam and whole training steps of the demo's network and
 #        batch from the same weights, against Burn's CPU backend within the stated bound (exits 1
 #        above it);
-#     2. train_samudra on the demo store, a short epoch (3 training batches, then validation), on
+#     2. om4-train train on the demo store, a short epoch (3 training batches, then validation), on
 #        the CPU and on the wgpu device, with fusion and autotune as users get them: the two runs'
 #        losses must agree within OM4_SOFTWARE_GPU_RTOL (relative, default 1e-3). With
 #        OM4_SOFTWARE_GPU_FULL=1 the demo's whole first epoch instead (26 batches; about 8 min on
@@ -36,12 +36,12 @@ VK_DRIVER_FILES=$VK_ICD_FILENAMES
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
 
 start=$(date +%s)
-cargo build --locked --workspace --features om4/wgpu --example train_samudra --example gpu_check
+cargo build --locked --workspace --features om4-train/wgpu --bin om4-train
 echo "build: $(( $(date +%s) - start )) s"
-bin=target/debug/examples
+bin=target/debug/om4-train
 
 start=$(date +%s)
-"$bin/gpu_check" ops --device wgpu | tee "$out/ops.md"
+"$bin" ops --device wgpu | tee "$out/ops.md"
 echo "ops check: $(( $(date +%s) - start )) s"
 
 level=()
@@ -53,9 +53,9 @@ if [ -z "${OM4_SOFTWARE_GPU_FULL:-}" ]; then
   printf 'data:\n  train_time: {end: "1958-04-01"}\n  val_time: {start: "1959-10-01"}\n' > "$out/short.yaml"
   run=(--epochs 1 --config "$out/short.yaml")
 fi
-"$bin/train_samudra" "${run[@]}" --device cpu | tee "$out/cpu.log"
+"$bin" train "${run[@]}" --device cpu | tee "$out/cpu.log"
 start=$(date +%s)
-"$bin/train_samudra" "${run[@]}" --device wgpu "${level[@]}" | tee "$out/wgpu.log"
+"$bin" train "${run[@]}" --device wgpu "${level[@]}" | tee "$out/wgpu.log"
 echo "wgpu training run: $(( $(date +%s) - start )) s"
 
 losses() { grep -o 'train loss [0-9.]*  val loss [0-9.]*' "$1" | awk '{print $3, $6}'; }

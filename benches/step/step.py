@@ -1,6 +1,6 @@
 """Samudra's training step, om4 against upstream PyTorch, side by side in interleaved rounds.
 
-Each case starts two resident processes, om4's (`gpu_check step --serve`) and upstream's model
+Each case starts two resident processes, om4's (`om4-train step --serve`) and upstream's model
 in PyTorch (`scripts/gpu/torch_step.py --serve`), each warmed up on its own first, then asks them
 in turn for the same number of optimizer steps, round after round, alternating which goes
 first, so both see the same machine load. A step is the same work on both sides: an
@@ -14,7 +14,7 @@ rounds as JSON.
 DIR is upstream Samudra's checkout (m2lines/Samudra 018a6a7, as scripts/gpu/torch_step.py); a
 case is PRESET:YxX:BATCH[:bf16]. Without --python, a Python 3.12 venv with torch 2.9.1 and numpy
 1.26.4 is made under target/torch-venv (from PyPI; pyenv's 3.12.1 or --python-base). om4 is
-built first (cargo build --release --example gpu_check) unless --om4 names a binary.
+built first (cargo build --release -p om4-train) unless --om4 names a binary.
 """
 
 import argparse
@@ -138,7 +138,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--python", type=Path, help="a Python with torch (default: target/torch-venv, made if missing)")
     ap.add_argument("--python-base", type=Path, default=PYTHON_BASE, help="the Python 3.12 the venv is made from")
-    ap.add_argument("--om4", type=Path, help="a built gpu_check (default: build it)")
+    ap.add_argument("--om4", type=Path, help="a built om4-train (default: build it)")
     ap.add_argument("--json", type=Path, default=ROOT / "target" / "step-bench.json")
     args = ap.parse_args()
     if not (Path(args.upstream_src) / "samudra").is_dir():
@@ -146,8 +146,8 @@ def main() -> None:
     python = args.python or torch_python(args.python_base)
     om4 = args.om4
     if om4 is None:
-        subprocess.run(["cargo", "build", "--release", "--locked", "--example", "gpu_check"], check=True, cwd=ROOT)
-        om4 = ROOT / "target" / "release" / "examples" / "gpu_check"
+        subprocess.run(["cargo", "build", "--release", "--locked", "-p", "om4-train"], check=True, cwd=ROOT)
+        om4 = ROOT / "target" / "release" / "om4-train"
     results = []
     for case in args.case or DEFAULT_CASES:
         results.append(run_case(case, args, python, om4))

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct TrainingDevice {
     /// The name it was opened by (`cuda:1`).
-    pub name: String,
+    pub name: DeviceName,
     /// The Burn device.
     pub device: Device,
     /// Host staging: pinned on a CUDA device (feature `cuda`), pageable elsewhere.
@@ -65,7 +65,7 @@ impl DeviceName {
         self != Self::Cpu
     }
 
-    /// The Burn device, when this build has its backend.
+    /// The Burn device, when this build has its backend (else the feature it needs).
     fn device(self) -> std::result::Result<Device, &'static str> {
         #[cfg(any(feature = "vulkan", feature = "wgpu"))]
         let kind =
@@ -74,16 +74,30 @@ impl DeviceName {
             Self::Cpu => Ok(Device::flex()),
             #[cfg(feature = "cuda")]
             Self::Cuda(i) => Ok(Device::cuda(i)),
+            #[cfg(not(feature = "cuda"))]
+            Self::Cuda(_) => Err("cuda"),
             #[cfg(feature = "vulkan")]
             Self::Vulkan(i) => Ok(Device::vulkan(kind(i))),
+            #[cfg(not(feature = "vulkan"))]
+            Self::Vulkan(_) => Err("vulkan"),
             #[cfg(feature = "wgpu")]
             Self::Wgpu(i) => Ok(Device::wgpu(kind(i))),
-            #[allow(unreachable_patterns)]
-            Self::Cuda(_) => Err("cuda"),
-            #[allow(unreachable_patterns)]
-            Self::Vulkan(_) => Err("vulkan"),
-            #[allow(unreachable_patterns)]
+            #[cfg(not(feature = "wgpu"))]
             Self::Wgpu(_) => Err("wgpu"),
+        }
+    }
+}
+
+/// The name's canonical form (`cpu`, `cuda:0`, `vulkan`, `wgpu:1`), which parses back to it.
+impl std::fmt::Display for DeviceName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Cpu => f.write_str("cpu"),
+            Self::Cuda(i) => write!(f, "cuda:{i}"),
+            Self::Vulkan(None) => f.write_str("vulkan"),
+            Self::Vulkan(Some(i)) => write!(f, "vulkan:{i}"),
+            Self::Wgpu(None) => f.write_str("wgpu"),
+            Self::Wgpu(Some(i)) => write!(f, "wgpu:{i}"),
         }
     }
 }
@@ -109,7 +123,7 @@ impl TrainingDevice {
             DeviceName::Cuda(i) => BufferPool::pinned(i)?,
             _ => BufferPool::new(),
         };
-        Ok(Self { name: name.to_string(), device, staging })
+        Ok(Self { name: parsed, device, staging })
     }
 }
 
@@ -256,6 +270,9 @@ mod tests {
         assert_eq!(parse("vulkan").unwrap(), DeviceName::Vulkan(None));
         assert_eq!(parse("vulkan:1").unwrap(), DeviceName::Vulkan(Some(1)));
         assert_eq!(parse("wgpu").unwrap(), DeviceName::Wgpu(None));
+        for name in ["cpu", "cuda:0", "cuda:3", "vulkan", "vulkan:1", "wgpu", "wgpu:2"] {
+            assert_eq!(parse(name).unwrap().to_string(), name, "the canonical form parses back");
+        }
         for bad in ["gpu", "cuda:x", "cpu:1", "", "cuda:-1"] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
@@ -266,6 +283,7 @@ mod tests {
     fn the_cpu_opens_with_pageable_staging() {
         let d = TrainingDevice::open("cpu").unwrap();
         assert_eq!(d.device, Device::flex());
+        assert_eq!(d.name, DeviceName::Cpu);
         assert!(!d.staging.is_pinned());
     }
 

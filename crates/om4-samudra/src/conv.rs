@@ -3,7 +3,7 @@
 //! Burn's CPU backend (flex) computes a convolution's weight gradient as another convolution
 //! whose kernel is the whole output plane: per input channel a GEMM only k² columns wide, after
 //! single-threaded transposes of both operands. That was about 60 % of the tiny network's
-//! training step at 2° (`gpu_check step --profile`, docs/benchmarks.md). Here:
+//! training step at 2° (`om4-train step --profile`, docs/benchmarks.md). Here:
 //! - a 1×1 convolution is a matrix product, `W · X` per sample, on every backend, so autodiff
 //!   derives both of its gradients as matrix products;
 //! - a k×k convolution on flex with autodiff is flex's own forward and data gradient with a

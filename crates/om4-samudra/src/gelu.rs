@@ -2,7 +2,7 @@
 //!
 //! Burn's CPU backend (flex) evaluates GELU and its gradient one element at a time on one thread
 //! (a scalar `erff` each, with branches), and the cap is another pass: about 19 % of the tiny
-//! network's training step at 2° (`gpu_check step --profile`, docs/benchmarks.md). Here the
+//! network's training step at 2° (`om4-train step --profile`, docs/benchmarks.md). Here the
 //! forward and the backward on flex are each one pass split across rayon's threads, with flex's
 //! formulas (`0.5·x·(1 + erf(x/√2))`, gradient `Φ(x) + x·φ(x)`) and the cap's semantics under
 //! autodiff (the gradient is zero where the GELU exceeds the cap), over the `erf` module's

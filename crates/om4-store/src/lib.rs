@@ -100,6 +100,6 @@ pub use source::{Om4Source, SourceConfig};
 pub use stats::{ChannelStats, StatsStore, compute_statistics, write_statistics};
 pub use store::{Layout, Om4Store, Selection};
 pub use store_writer::Codec;
-pub use synth::{SynthConfig, SynthLayout, SynthPaths, synthesize};
+pub use synth::{DemoStore, SynthConfig, SynthLayout, SynthPaths, synthesize};
 pub use time::{Instant, TimeAxis, parse_date};
 pub use write::{PlaneWriter, TimeCoordinate};

@@ -100,6 +100,54 @@ impl SynthPaths {
     }
 }
 
+/// The small synthetic store the examples and `om4-train` train on when given none (the README's
+/// first command): 3 levels (13 prognostic + 3 boundary channels), 32 × 64 cells, 146 five-day
+/// steps, seed 1, written once under `dir` and reused after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoStore {
+    /// The directory holding the three stores.
+    pub dir: PathBuf,
+}
+
+impl DemoStore {
+    /// The demo store in `$OM4_DEMO_DIR`, else in `target/om4-demo` under the current directory
+    /// (found at run time, so a binary carried to another machine writes it there).
+    pub fn locate() -> Self {
+        let dir = std::env::var_os("OM4_DEMO_DIR").map_or_else(|| Path::new("target").join("om4-demo"), PathBuf::from);
+        Self { dir }
+    }
+
+    /// The demo store's configuration.
+    pub fn config() -> SynthConfig {
+        SynthConfig { ny: 32, nx: 64, times: 146, levels: 3, seed: 1, ..SynthConfig::default() }
+    }
+
+    /// Its paths, whether written yet or not.
+    pub fn paths(&self) -> SynthPaths {
+        SynthPaths::under(&self.dir)
+    }
+
+    /// Whether a whole demo store is there (its marker is written after the stores).
+    pub fn is_written(&self) -> bool {
+        self.dir.join("complete").is_file()
+    }
+
+    /// Writes the store unless a whole one is there, and returns its paths. A write cut short
+    /// leaves no marker, so the next call writes it again.
+    ///
+    /// # Errors
+    /// [`Error::Write`] when the store or its marker cannot be written.
+    pub fn ensure(&self) -> Result<SynthPaths> {
+        if self.is_written() {
+            return Ok(self.paths());
+        }
+        let paths = synthesize(&self.dir, &Self::config(), |_, _| {})?;
+        let marker = self.dir.join("complete");
+        std::fs::write(&marker, "").map_err(|e| Error::Write { path: marker.clone(), reason: e.to_string() })?;
+        Ok(paths)
+    }
+}
+
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -418,4 +466,33 @@ pub fn synthesize(dir: &Path, cfg: &SynthConfig, mut progress: impl FnMut(usize,
         write_stat_store(path, cfg.write_options(), &entries)?;
     }
     Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo store is written once; a store cut short (no marker) is written again whole.
+    #[test]
+    fn the_demo_store_is_written_once_and_a_partial_one_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let demo = DemoStore { dir: tmp.path().join("demo") };
+        assert!(!demo.is_written());
+        let paths = demo.ensure().unwrap();
+        assert_eq!(paths, demo.paths());
+        assert!(demo.is_written());
+        let store = crate::Om4Store::open(&paths.data).unwrap();
+        assert_eq!(store.time().unwrap().len(), DemoStore::config().times);
+
+        // A second call reads nothing new: a file put beside the store survives it.
+        let witness = paths.data.join("witness");
+        std::fs::write(&witness, "").unwrap();
+        demo.ensure().unwrap();
+        assert!(witness.exists());
+
+        // Without the marker (a write cut short) the store is written again, replacing it.
+        std::fs::remove_file(demo.dir.join("complete")).unwrap();
+        demo.ensure().unwrap();
+        assert!(demo.is_written() && !witness.exists());
+    }
 }

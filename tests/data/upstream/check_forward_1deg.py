@@ -21,7 +21,7 @@ Two cases (--case):
         --forward-bin target/release/examples/samudra_forward [--presets tiny,v2_highres] \
         [--case nested|independent] [--masks blobs|cells] [--seed N] [--work DIR]
 
-On a GPU (scripts/gpu-check.sh): `--forward-bin "gpu_check forward --device cuda"` (a command
+On a GPU (scripts/gpu-check.sh): `--forward-bin "om4-train forward --device cuda"` (a command
 line: the forward pass on the device) and `--torch-device cuda` (torch's float64 reference and its
 float32 forward there, TF32 off so that float32 is float32).
 """

@@ -1,14 +1,24 @@
-//! One Samudra forward pass with upstream weights on .npy input (samudra_forward, and
-//! `gpu_check forward` on a GPU).
+//! `om4-train forward` (and the `samudra_forward` example): one Samudra forward pass with
+//! upstream weights on `.npy` input, on any device.
 
 use std::path::{Path, PathBuf};
 
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_samudra::{SamudraConfig, load_upstream};
 
-/// One forward pass: weights, model and the .npy files in and out.
-#[derive(clap::Args, Debug)]
-pub(crate) struct Args {
+/// One forward pass: weights, model, the device and the .npy files in and out.
+///
+/// `input` is `(1, N, H, W)` float32; `mask` is `(M, H, W)` boolean (or 0/1 integers) in
+/// upstream's convention (true = ocean; the output is 0 where false); `out` is written
+/// `(1, M, H, W)` float32. Batch norm runs in inference mode. Weights: `.safetensors`, or a
+/// `.pt`/`.pth` file holding a whole checkpoint (its `"model"` entry) or a bare `state_dict`
+/// (told apart by that key), with or without DDP's `module.` prefix, or the 2024 flat `layers.N` layout.
+#[derive(clap::Parser, Debug)]
+#[command(about = "One Samudra forward pass with upstream weights on .npy input")]
+pub struct ForwardArgs {
+    /// cpu, cuda[:N], vulkan[:N] or wgpu[:N].
+    #[arg(long, default_value = "cpu")]
+    device: String,
     #[arg(long)]
     weights: PathBuf,
     /// tiny, v1, v2, v2_highres.
@@ -33,8 +43,14 @@ fn read_npy(path: &Path) -> Result<(Vec<f32>, Vec<usize>), String> {
     Ok((values, npy.shape))
 }
 
+/// Runs the forward pass and writes its output; the exit status says whether it succeeded (the
+/// error is printed).
+pub fn main(args: &ForwardArgs) -> std::process::ExitCode {
+    crate::cli::exit(crate::device::open(&args.device, None).and_then(|d| run(args, &d.device)).map(|()| true))
+}
+
 /// Runs the forward pass of `a` on `device` and writes its output.
-pub(crate) fn run(a: &Args, device: &Device) -> Result<(), Box<dyn std::error::Error>> {
+fn run(a: &ForwardArgs, device: &Device) -> Result<(), Box<dyn std::error::Error>> {
     let config = SamudraConfig::named(&a.model).ok_or_else(|| format!("unknown model {:?}", a.model))?;
     let (x, shape) = read_npy(&a.input)?;
     let (mask, mask_shape) = read_npy(&a.mask)?;

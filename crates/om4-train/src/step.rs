@@ -74,7 +74,7 @@ impl Bench {
         if args.batch == 0 || args.steps == 0 {
             return Err("--batch and --steps must be at least 1".into());
         }
-        let device = crate::train::open_device(&args.device, None)?.device.autodiff();
+        let device = crate::device::open(&args.device, None)?.device.autodiff();
         let (states, b) = (HIST + 1, args.batch);
         let (prog, bound) = (states * PROGNOSTIC, states * BOUNDARY);
         // The weights are drawn on the host and moved, as the trainer draws them: the same network

@@ -1,4 +1,4 @@
-//! A per-operation profile of Samudra's optimizer step (`gpu_check step --profile`).
+//! A per-operation profile of Samudra's optimizer step (`om4-train step --profile`).
 //!
 //! Two views, both measured here (median of `--repeats` runs after a warm-up, each finished on
 //! the device):

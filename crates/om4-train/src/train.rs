@@ -1,5 +1,5 @@
-//! The training job of `train_samudra` (and of `gpu_check train`, so that one GPU binary carries
-//! both): command line, configuration file in Samudra's words, and the epoch loop.
+//! `om4-train train` (and the `train_samudra` example): the command line, the configuration file
+//! in Samudra's words, the device and MPI set-up, and the epoch loop.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -8,10 +8,10 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use om4_samudra::{RunConfig, TrainConfig, Trainer};
 
-/// The command line of `train_samudra` (and of `gpu_check train`).
+/// The command line of `om4-train train` and of the `train_samudra` example.
 #[derive(Parser, Debug)]
 #[command(about = "Train the Samudra ocean emulator from an OM4 Zarr store")]
-pub(crate) struct Args {
+pub struct TrainArgs {
     /// OM4.zarr (default: a synthetic store made under target/om4-demo).
     #[arg(long)]
     store: Option<PathBuf>,
@@ -84,10 +84,7 @@ pub(crate) struct Args {
 /// The demo's run: the store at `paths`, unless the configuration says otherwise split at
 /// 1959-07-01 (both splits hold that day) and trained 6 epochs of 2 rollout steps at learning
 /// rate 2e-3.
-pub(crate) fn demo_run(
-    run: &mut om4_samudra::RunConfig,
-    paths: om4_store::SynthPaths,
-) -> Result<(), Box<dyn std::error::Error>> {
+fn demo_run(run: &mut om4_samudra::RunConfig, paths: om4_store::SynthPaths) -> Result<(), Box<dyn std::error::Error>> {
     let source = &mut run.data.source;
     source.data_location = Some(paths.data.into());
     source.data_means_location = Some(paths.means.into());
@@ -103,36 +100,6 @@ pub(crate) fn demo_run(
     Ok(())
 }
 
-/// Applies cubecl's settings (cubecl.toml, `CUBECL_*`, `autotune`) for a GPU device, then opens
-/// the device by name with the staging pool that suits it (om4_burn::TrainingDevice). The settings
-/// are printed once, on the first GPU device opened.
-pub(crate) fn open_device(
-    name: &str,
-    autotune: Option<om4_burn::AutotuneLevel>,
-) -> Result<om4_burn::TrainingDevice, Box<dyn std::error::Error>> {
-    static CONFIGURED: std::sync::Once = std::sync::Once::new();
-    let parsed: om4_burn::DeviceName = name.parse()?;
-    if parsed.is_gpu() {
-        let mut result = Ok(());
-        CONFIGURED.call_once(|| {
-            result =
-                om4_burn::configure_cubecl(&om4_burn::CubeclSettings { autotune_level: autotune }).map(|summary| {
-                    if let Some(s) = summary {
-                        let logs: Vec<String> = s.logs.iter().map(|p| p.display().to_string()).collect();
-                        println!(
-                            "cubecl: autotune level {}, kernel cache {}, logs {}",
-                            s.autotune_level,
-                            if s.kernel_cache { "on" } else { "off" },
-                            if logs.is_empty() { "off".to_string() } else { logs.join(", ") }
-                        );
-                    }
-                });
-        });
-        result?;
-    }
-    Ok(om4_burn::TrainingDevice::open(name)?)
-}
-
 /// The MPI job this process is a rank of (with `--mpi`).
 #[cfg(feature = "mpi")]
 struct Mpi {
@@ -141,7 +108,7 @@ struct Mpi {
 }
 
 #[cfg(feature = "mpi")]
-fn join_mpi(args: &Args) -> Result<Option<Mpi>, Box<dyn std::error::Error>> {
+fn join_mpi(args: &TrainArgs) -> Result<Option<Mpi>, Box<dyn std::error::Error>> {
     if !args.mpi {
         return Ok(None);
     }
@@ -151,8 +118,8 @@ fn join_mpi(args: &Args) -> Result<Option<Mpi>, Box<dyn std::error::Error>> {
     Ok(Some(Mpi { collective, _universe: universe }))
 }
 
-/// Runs a training job; the exit status says whether it succeeded.
-pub(crate) fn main(args: Args) -> std::process::ExitCode {
+/// Runs a training job; the exit status says whether it succeeded (the error is printed).
+pub fn main(args: TrainArgs) -> std::process::ExitCode {
     #[cfg(feature = "mpi")]
     let mpi = match join_mpi(&args) {
         Ok(m) => m,
@@ -185,7 +152,7 @@ pub(crate) fn main(args: Args) -> std::process::ExitCode {
 }
 
 #[cfg(feature = "mpi")]
-fn run(args: Args, mpi: Option<std::sync::Arc<om4_mpi::MpiCollective>>) -> Result<(), Box<dyn std::error::Error>> {
+fn run(args: TrainArgs, mpi: Option<std::sync::Arc<om4_mpi::MpiCollective>>) -> Result<(), Box<dyn std::error::Error>> {
     let parallel = match mpi {
         Some(c) => om4_samudra::DataParallel::Rank(c),
         None => om4_samudra::DataParallel::Single,
@@ -194,11 +161,11 @@ fn run(args: Args, mpi: Option<std::sync::Arc<om4_mpi::MpiCollective>>) -> Resul
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+fn run(args: TrainArgs) -> Result<(), Box<dyn std::error::Error>> {
     train(args, om4_samudra::DataParallel::Single)
 }
 
-fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn std::error::Error>> {
+fn train(args: TrainArgs, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn std::error::Error>> {
     let quiet = parallel.rank() != 0;
     let mut run = match &args.config {
         Some(p) => RunConfig::from_file(p)?,
@@ -218,7 +185,18 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
     }
     if source.data_location.is_none() {
         // Rank 0 writes the demo store (once); the other ranks wait until it has.
-        let p = if quiet { om4_store::SynthPaths::under(&crate::demo::demo_dir()) } else { crate::demo::demo_store()? };
+        let demo = om4_store::DemoStore::locate();
+        let p = if quiet {
+            demo.paths()
+        } else {
+            let written = demo.is_written();
+            println!(
+                "{} the synthetic demo store in {}",
+                if written { "using" } else { "writing (once)" },
+                demo.dir.display()
+            );
+            demo.ensure()?
+        };
         if let om4_samudra::DataParallel::Rank(c) = &parallel {
             om4_mpi::Collective::all_reduce_f64(c.as_ref(), &mut [0.0], om4_mpi::ReduceOp::Sum)?;
         }
@@ -254,7 +232,7 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
     );
     // On CUDA, the loaders stage batches in pinned host memory of the device's own context, which
     // cubecl DMAs without a copy.
-    let om4_burn::TrainingDevice { device, staging, .. } = open_device(&args.device, args.autotune_level)?;
+    let om4_burn::TrainingDevice { device, staging, name } = crate::device::open(&args.device, args.autotune_level)?;
     #[cfg(feature = "mpi")]
     if args.sharded {
         if !matches!(parallel, om4_samudra::DataParallel::Rank(_)) {
@@ -278,7 +256,7 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
             .staging(staging)
             .parallel(parallel.clone());
         let trainer = resident(trainer, args.resident_gb)?.build()?;
-        return drive(trainer, &args, parallel, &config, header);
+        return drive(trainer, &args, name.is_gpu(), parallel, &config, header);
     }
     let (train_src, val_src) = (std::sync::Arc::new(splits.train), std::sync::Arc::new(splits.val));
     let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
@@ -286,7 +264,7 @@ fn train(args: Args, parallel: om4_samudra::DataParallel) -> Result<(), Box<dyn 
         .staging(staging)
         .parallel(parallel.clone());
     let trainer = resident(trainer, args.resident_gb)?.build()?;
-    drive(trainer, &args, parallel, &config, header)
+    drive(trainer, &args, name.is_gpu(), parallel, &config, header)
 }
 
 /// The builder with the training split resident within `gb` GB, if asked.
@@ -305,7 +283,8 @@ fn resident<S: om4_burn::BatchSource>(
 /// on rank 0 and checkpointing as asked.
 fn drive<S: om4_burn::BatchSource>(
     mut trainer: Trainer<S>,
-    args: &Args,
+    args: &TrainArgs,
+    gpu: bool,
     parallel: om4_samudra::DataParallel,
     config: &TrainConfig,
     header: String,
@@ -344,7 +323,6 @@ fn drive<S: om4_burn::BatchSource>(
         let epoch_start = Instant::now();
         let (mut first_step, mut last_step, mut steps_seen) = (None, std::time::Duration::ZERO, 0usize);
         // cubecl's kernel work (autotune, compilation) in the first batch, on a GPU.
-        let gpu = args.device.parse::<om4_burn::DeviceName>().is_ok_and(om4_burn::DeviceName::is_gpu);
         let kernels_before = if gpu { om4_burn::kernel_work() } else { None };
         let mut first_kernels = None;
         let report = trainer.run_epoch(|done, _, loss, t| {

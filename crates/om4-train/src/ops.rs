@@ -1,4 +1,4 @@
-//! `gpu_check ops --device D`: every operation Samudra's training step runs, forward and backward,
+//! `om4-train ops --device D`: every operation Samudra's training step runs, forward and backward,
 //! on device D against Burn's CPU backend (flex) on the same inputs, then whole training steps
 //! (rollout loss, backward, gradient norm, clipping, Adam) from the same initial weights.
 //!
@@ -17,7 +17,7 @@ use om4_samudra::{LossTargets, NormKind, SamudraConfig, UpsampleKind, gradients,
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// The command line of `gpu_check ops`.
+/// The command line of `om4-train ops`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct OpsArgs {
     /// The device to check against flex: cuda[:N], vulkan[:N], wgpu[:N] (cpu checks flex against itself).
@@ -94,7 +94,7 @@ fn run<const D: usize, const O: usize>(
 }
 
 pub(crate) fn main(args: &OpsArgs) -> Res<bool> {
-    let device = crate::train::open_device(&args.device, None)?.device.autodiff();
+    let device = crate::device::open(&args.device, None)?.device.autodiff();
     let cpu = Device::flex().autodiff();
     let (b, c, h, w) = (2, 8, 16, 32);
     let x4 = [b, c, h, w];
