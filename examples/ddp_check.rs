@@ -24,8 +24,7 @@ use clap::Parser;
 use om4_mpi::MpiCollective;
 use om4_mpi::{Collective, ReduceOp};
 use om4_samudra::{DataParallel, Trainer, flatten_parameters};
-use om4_store::ReadPool;
-use om4_store::{Om4Source, SourceConfig};
+use om4_store::{DataConfig, SynthPaths};
 use om4_testkit::ddp::{config, model};
 
 #[derive(Parser, Debug)]
@@ -41,18 +40,18 @@ struct Args {
 
 const TOLERANCE: f64 = 1e-6;
 
-fn store(dir: &Path, unreadable: bool) -> Result<SourceConfig, Box<dyn std::error::Error>> {
-    let source = om4_testkit::ddp::store(dir)?;
+fn store(dir: &Path, unreadable: bool) -> Result<DataConfig, Box<dyn std::error::Error>> {
+    let data = om4_testkit::ddp::data(dir)?;
     if unreadable {
         // Every chunk of `zos` becomes bytes no codec decodes.
-        for entry in std::fs::read_dir(source.data.to_string() + "/zos")? {
+        for entry in std::fs::read_dir(SynthPaths::under(dir).data.join("zos"))? {
             let path = entry?.path();
             if !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
                 std::fs::write(&path, b"not a chunk")?;
             }
         }
     }
-    Ok(source)
+    Ok(data)
 }
 
 struct Trained {
@@ -64,14 +63,11 @@ struct Trained {
 }
 
 fn train(
-    source: &SourceConfig,
+    data: &DataConfig,
     parallel: DataParallel,
     exit_at: Option<usize>,
 ) -> Result<Trained, Box<dyn std::error::Error>> {
-    let src = Om4Source::open(source, ReadPool::new(2)?)?;
-    let config = config();
-    let (train, val) = (Arc::new(src.with_range(&config.train_time)?), Arc::new(src.with_range(&config.val_time)?));
-    let mut trainer = Trainer::builder(config, model(), train, val).parallel(parallel).build()?;
+    let mut trainer = Trainer::over(config(), model(), data)?.parallel(parallel).build()?;
     let report = trainer.run_epoch(|done, _, _, _| {
         if exit_at == Some(done) {
             eprintln!("exiting in the middle of the epoch, as asked (--exit-rank)");
@@ -129,9 +125,9 @@ fn main() -> std::process::ExitCode {
 fn run(args: &Args, collective: &Arc<MpiCollective>) -> Result<bool, Box<dyn std::error::Error>> {
     let (rank, world) = (collective.rank(), collective.world_size());
     let dir = tempfile::tempdir()?;
-    let source = store(dir.path(), args.fail_rank == Some(rank))?;
+    let data = store(dir.path(), args.fail_rank == Some(rank))?;
     let exit_at = (args.exit_rank == Some(rank)).then_some(2);
-    let ranked = train(&source, DataParallel::Rank(Arc::clone(collective) as Arc<dyn Collective>), exit_at)?;
+    let ranked = train(&data, DataParallel::Rank(Arc::clone(collective) as Arc<dyn Collective>), exit_at)?;
     let mut ok = true;
     for (what, values) in [("model", &ranked.model), ("EMA", &ranked.ema), ("loss weights", &ranked.weights)] {
         let differing = differing_across_ranks(collective, values)?;
@@ -141,7 +137,7 @@ fn run(args: &Args, collective: &Arc<MpiCollective>) -> Result<bool, Box<dyn std
         ok &= differing == 0;
     }
     if rank == 0 {
-        let reference = train(&source, DataParallel::Emulate { world_size: world }, None)?;
+        let reference = train(&data, DataParallel::Emulate { world_size: world }, None)?;
         let (model, ema) = (relative(&ranked.model, &reference.model), relative(&ranked.ema, &reference.ema));
         let weights = relative(&ranked.weights, &reference.weights);
         println!(

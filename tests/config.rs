@@ -36,11 +36,13 @@ fn the_shipped_config_parses_whole() {
             grad_accumulation: 1,
             rand_seed: 15,
             dynamic_loss_limit: Some(20.0),
-            train_time: range("1975-01-03..2013-10-05"),
-            val_time: range("2013-10-05..2014-10-05"),
-            loading: run.data.loading,
             ..TrainConfig::default()
         }
+    );
+    // The splits have one owner: the data section.
+    assert_eq!(
+        (source.train_time, source.val_time),
+        (range("1975-01-03..2013-10-05"), range("2013-10-05..2014-10-05"))
     );
     assert_eq!(run.model_config().unwrap(), SamudraConfig::v2());
 }

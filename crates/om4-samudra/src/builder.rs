@@ -6,16 +6,17 @@ use std::sync::Arc;
 use burn::module::Module;
 use burn::tensor::Device;
 use om4_batch::Roles;
-use om4_pipeline::{BatchSource, BufferPool};
+use om4_pipeline::{BatchSource, BufferPool, LoaderConfig};
 
 use crate::config::TrainConfig;
+use crate::data_record::DataRecord;
 use crate::ema::Ema;
 use crate::error::{Error, Result};
 use crate::loss::DynamicLoss;
 use crate::model::SamudraConfig;
 use crate::parallel::DataParallel;
 use crate::step::{self, LossTargets};
-use crate::trainer::Trainer;
+use crate::trainer::{LoaderSettings, Trainer};
 
 /// Builds a [`Trainer`] once: its splits, then where it runs (device, host staging, the ranks
 /// of a data-parallel run), then the model and both loaders.
@@ -25,8 +26,8 @@ use crate::trainer::Trainer;
 /// use std::sync::Arc;
 /// use om4_samudra::{DataParallel, RunConfig, Trainer};
 /// let run = RunConfig::from_file("configs/om4.toml".as_ref())?;
-/// let splits = run.data.open()?; // the store, opened once
-/// let mut trainer = Trainer::builder(run.train_config()?, run.model_config()?, Arc::new(splits.train), Arc::new(splits.val))
+/// // The store opened once, both splits, the loader's settings and the record checkpoints keep:
+/// let mut trainer = Trainer::over(run.train_config()?, run.model_config()?, &run.data)?
 ///     .parallel(DataParallel::Single)
 ///     .build()?;
 /// trainer.run_epoch(|_, _, _, _| {})?;
@@ -41,7 +42,8 @@ pub struct TrainerBuilder<S: BatchSource> {
     pub(crate) device: Device,
     pub(crate) staging: BufferPool,
     pub(crate) parallel: DataParallel,
-    pub(crate) resident: Option<u64>,
+    pub(crate) loader: LoaderSettings,
+    pub(crate) data: Option<DataRecord>,
 }
 
 impl<S: BatchSource> TrainerBuilder<S> {
@@ -51,7 +53,25 @@ impl<S: BatchSource> TrainerBuilder<S> {
     /// device). Default: off.
     #[must_use]
     pub fn resident(mut self, budget_bytes: u64) -> Self {
-        self.resident = Some(budget_bytes);
+        self.loader.resident = Some(budget_bytes);
+        self
+    }
+
+    /// The loaders' settings (prefetch, read concurrency, where batches are prepared): the data
+    /// configuration's `loading` ([`om4_store::DataConfig::loading`]); default:
+    /// [`LoaderConfig::default`].
+    #[must_use]
+    pub fn loading(mut self, loading: LoaderConfig) -> Self {
+        self.loader.loading = loading;
+        self
+    }
+
+    /// The data the splits come from, recorded in every checkpoint: a resume on data whose record
+    /// differs (another store, split, channel list or normalization) is an error naming each
+    /// difference. [`Trainer::over`] sets it; default: none (nothing recorded, nothing checked).
+    #[must_use]
+    pub fn data(mut self, record: DataRecord) -> Self {
+        self.data = Some(record);
         self
     }
 
@@ -89,7 +109,8 @@ impl<S: BatchSource> TrainerBuilder<S> {
     /// batch size, epoch count, gradient accumulation or world size; a split too short for its
     /// windows; a failed broadcast of rank 0's weights.
     pub fn build(self) -> Result<Trainer<S>> {
-        let Self { config, model_config, train: train_src, val: val_src, device, staging, parallel, resident } = self;
+        let Self { config, model_config, train: train_src, val: val_src, device, staging, parallel, loader, data } =
+            self;
         if train_src.channels() != val_src.channels() || train_src.grid() != val_src.grid() {
             return Err(Error::Config {
                 field: "sources",
@@ -109,8 +130,8 @@ impl<S: BatchSource> TrainerBuilder<S> {
         let device = device.autodiff();
         let states = config.hist + 1;
         let train_steps = config.steps_at(1, 1);
-        let train = Trainer::train_loader(&config, &train_src, train_steps, &device, &staging, &parallel, resident)?;
-        let val = Trainer::val_loader(&config, &val_src, &device, &staging, &parallel)?;
+        let train = Trainer::train_loader(&config, &loader, &train_src, train_steps, &device, &staging, &parallel)?;
+        let val = Trainer::val_loader(&config, &loader, &val_src, &device, &staging, &parallel)?;
         let channels = train_src.channels();
         let (c_prog, c_bound) = (channels[Roles::PROGNOSTIC], channels.get(Roles::BOUNDARY).copied().unwrap_or(0));
         let grid = train_src.grid();
@@ -147,7 +168,8 @@ impl<S: BatchSource> TrainerBuilder<S> {
             dynamic,
             checkpoint: None,
             resume_at: None,
-            resident,
+            loader,
+            data,
         })
     }
 }

@@ -10,6 +10,7 @@ use burn::store::ModuleRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
+use crate::data_record::DataRecord;
 use crate::error::{Error, Result};
 use crate::loss::DynamicLoss;
 use crate::model::{Samudra, SamudraConfig};
@@ -33,6 +34,10 @@ pub(crate) struct State {
     /// The ranks of the data-parallel run that wrote it (1 for one process).
     #[serde(default = "one_rank")]
     pub(crate) world_size: usize,
+    /// The data it was trained on, when the trainer was given its record (checkpoints written
+    /// before records were kept have none and resume unchecked).
+    #[serde(default)]
+    pub(crate) data: Option<DataRecord>,
 }
 
 fn one_rank() -> usize {
@@ -119,7 +124,8 @@ pub(crate) fn read(dir: &Path) -> Result<State> {
 }
 
 impl State {
-    /// Whether a run of `model` over `world_size` ranks with `config` can continue this checkpoint.
+    /// Whether a run of `model` over `world_size` ranks with `config` on `data` can continue
+    /// this checkpoint.
     ///
     /// # Errors
     /// [`Error::Checkpoint`] naming `dir` and what differs.
@@ -129,9 +135,22 @@ impl State {
         model: &SamudraConfig,
         world_size: usize,
         config: &TrainConfig,
+        data: Option<&DataRecord>,
     ) -> Result<()> {
         if self.model != *model {
             return Err(err(dir, "the checkpoint was written for another architecture".into()));
+        }
+        if let (Some(then), Some(now)) = (&self.data, data) {
+            let differences = then.differences(now);
+            if !differences.is_empty() {
+                return Err(err(
+                    dir,
+                    format!(
+                        "trained on other data than this run's (checkpoint → this run): {}",
+                        differences.join("; ")
+                    ),
+                ));
+            }
         }
         if self.world_size != world_size {
             return Err(err(
@@ -154,14 +173,13 @@ impl State {
                 c.step_transition.clone(),
                 c.data_stride,
                 c.grad_accumulation,
-                c.train_time,
             )
         };
         if self.progress.is_some() && schedule(&self.config) != schedule(config) {
             return Err(err(
                 dir,
-                "written inside an epoch: resuming it needs the same batch size, seed, window, gradient \
-                 accumulation and training split"
+                "written inside an epoch: resuming it needs the same batch size, seed, window and gradient \
+                 accumulation"
                     .into(),
             ));
         }

@@ -2,13 +2,17 @@
 
 use std::time::Duration;
 
-use om4_pipeline::LoaderConfig;
-use om4_store::DateRange;
 use serde::{Deserialize, Serialize};
 
-/// Training settings (Samudra's `train`/`experiment` words where they exist).
+/// Training settings (Samudra's `train`/`experiment` words where they exist). The data, its
+/// splits and the loader's settings belong to the data configuration
+/// ([`om4_store::DataConfig`]; [`TrainerBuilder::loading`](crate::TrainerBuilder::loading),
+/// [`DataRecord`](crate::DataRecord)).
+///
+/// Read only from checkpoints (a configuration file goes through [`RunConfig`](crate::RunConfig)),
+/// so keys it no longer has, such as the splits older checkpoints kept here, are ignored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct TrainConfig {
     /// Epochs.
     pub epochs: usize,
@@ -38,12 +42,6 @@ pub struct TrainConfig {
     pub rand_seed: u64,
     /// Samudra's dynamic per-variable loss weights (window 25), limited to `limit × min`; `None`: plain mean.
     pub dynamic_loss_limit: Option<f32>,
-    /// Train split (Samudra's rule: Julian dates at 12:00, both ends included).
-    pub train_time: DateRange,
-    /// Validation split, likewise.
-    pub val_time: DateRange,
-    /// Loader settings.
-    pub loading: LoaderConfig,
 }
 
 impl Default for TrainConfig {
@@ -62,9 +60,6 @@ impl Default for TrainConfig {
             ema_decay: 0.999,
             rand_seed: 15,
             dynamic_loss_limit: None,
-            train_time: DateRange::ALL,
-            val_time: DateRange::ALL,
-            loading: LoaderConfig::default(),
         }
     }
 }

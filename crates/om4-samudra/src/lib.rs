@@ -6,8 +6,10 @@
 //!   (`om4_store::DataConfig::open`, which opens the store once).
 //! - [`Trainer`]: rollout training from any `om4_pipeline::BatchSource` (an OM4 store by default) with masked per-channel MSE, Adam, cosine schedule, gradient
 //!   clipping and accumulation, a stop on a non-finite loss or gradient norm, dynamic loss weights,
-//!   EMA weights for validation, checkpoints. Its step's parts are public ([`LossTargets`],
-//!   [`gradients`], [`optimizer`]) for benchmarks and custom loops.
+//!   EMA weights for validation, checkpoints. [`Trainer::over`] trains on a data configuration
+//!   (its splits, loading settings and [`DataRecord`], which checkpoints keep and a resume
+//!   checks). Its step's parts are public ([`LossTargets`], [`gradients`], [`optimizer`]) for
+//!   benchmarks and custom loops.
 //! - On Burn's CPU backend the network's hot spots run on om4's own paths: 1×1 convolutions as
 //!   matrix products, the k×k weight gradient as k² GEMMs ([`model::conv`]), the capped GELU as
 //!   one parallel pass ([`model::capped_gelu`]), longitude padding by slices; elsewhere Burn's
@@ -31,6 +33,7 @@ mod builder;
 mod checkpoint;
 mod config;
 mod conv;
+mod data_record;
 mod ema;
 mod erf;
 mod error;
@@ -47,6 +50,7 @@ mod wide;
 
 pub use builder::TrainerBuilder;
 pub use config::{EpochReport, TrainConfig};
+pub use data_record::DataRecord;
 pub use ema::Ema;
 pub use error::{Error, Result};
 pub use loss::{DynamicLoss, Masked, Predictor, cosine_lr, grad_norm, rollout_loss};

@@ -113,7 +113,7 @@ impl RunConfig {
     }
 
     /// The training settings: the file's, [`TrainConfig`]'s defaults for the rest; the window
-    /// (`data.hist`), splits and loading come from `data`.
+    /// comes from `data.hist` (the splits and loading settings stay in `data`).
     ///
     /// # Errors
     /// [`Error::Config`] for a curriculum whose lengths and transitions do not fit.
@@ -136,9 +136,6 @@ impl RunConfig {
             grad_accumulation: t.grad_accumulation.unwrap_or(d.grad_accumulation),
             rand_seed: self.experiment.rand_seed.unwrap_or(d.rand_seed),
             dynamic_loss_limit: t.dynamic_loss_limit,
-            train_time: self.data.source.train_time,
-            val_time: self.data.source.val_time,
-            loading: self.data.loading,
             ..d
         };
         config.check_curriculum().map_err(|reason| Error::Config { field: "train.steps/step_transition", reason })?;

@@ -9,12 +9,13 @@ use burn::optim::{GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_batch::{SampleSpace, WindowSpec};
 use om4_burn::{Loader, ModelBatch, loader};
-use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, PrepareOn};
+use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, LoaderConfig, PrepareOn};
 use om4_store::Om4Source;
 
 use crate::builder::TrainerBuilder;
 use crate::checkpoint::{self, Progress, State};
 use crate::config::{EpochReport, TrainConfig};
+use crate::data_record::DataRecord;
 use crate::ema::Ema;
 use crate::error::{Error, Result};
 use crate::loss::{DynamicLoss, cosine_lr};
@@ -50,7 +51,17 @@ pub struct Trainer<S: BatchSource = Om4Source> {
     pub(crate) checkpoint: Option<(PathBuf, usize)>,
     /// Where a resumed run picks up inside its epoch.
     pub(crate) resume_at: Option<Progress>,
-    /// The training split's device budget, when it is resident.
+    /// The loaders' settings.
+    pub(crate) loader: LoaderSettings,
+    /// The data the splits come from, recorded in checkpoints.
+    pub(crate) data: Option<DataRecord>,
+}
+
+/// How the trainer's loaders are made: the data configuration's loading settings, and the
+/// training split's device budget when it is resident.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LoaderSettings {
+    pub(crate) loading: LoaderConfig,
     pub(crate) resident: Option<u64>,
 }
 
@@ -64,21 +75,29 @@ impl<S: BatchSource> std::fmt::Debug for Trainer<S> {
 }
 
 impl Trainer<Om4Source> {
-    /// A trainer on the CPU over the configuration's time splits of `source` (`train_time`,
-    /// `val_time`); [`Trainer::builder`] takes splits, device, staging and parallelism.
+    /// Opens `data` (its store once, both splits) and starts a builder over its splits with its
+    /// loading settings and its [`DataRecord`]; the builder then takes device, staging and
+    /// parallelism ([`Trainer::builder`] takes other sources).
     ///
     /// # Errors
-    /// As [`TrainerBuilder::build`]; a split outside the store's times.
-    pub fn new(config: TrainConfig, model_config: SamudraConfig, source: &Om4Source) -> Result<Self> {
-        let train = Arc::new(source.with_range(&config.train_time)?);
-        let val = Arc::new(source.with_range(&config.val_time)?);
-        Self::builder(config, model_config, train, val).build()
+    /// As [`DataConfig::open`](om4_store::DataConfig::open): a store that cannot be opened or
+    /// validated, a split outside the store's times.
+    pub fn over(
+        config: TrainConfig,
+        model_config: SamudraConfig,
+        data: &om4_store::DataConfig,
+    ) -> Result<TrainerBuilder<Om4Source>> {
+        let splits = data.open()?;
+        let record = DataRecord::new(data, &splits);
+        Ok(Self::builder(config, model_config, Arc::new(splits.train), Arc::new(splits.val))
+            .loading(data.loading)
+            .data(record))
     }
 }
 
 impl<S: BatchSource> Trainer<S> {
     /// Starts building a trainer over a training and a validation source of the same variables
-    /// (`config.train_time`/`val_time` are not consulted: the sources are the splits).
+    /// (the sources are the splits).
     pub fn builder(config: TrainConfig, model_config: SamudraConfig, train: Arc<S>, val: Arc<S>) -> TrainerBuilder<S> {
         TrainerBuilder {
             config,
@@ -88,25 +107,26 @@ impl<S: BatchSource> Trainer<S> {
             device: Device::flex(),
             staging: BufferPool::new(),
             parallel: DataParallel::Single,
-            resident: None,
+            loader: LoaderSettings::default(),
+            data: None,
         }
     }
 
-    /// The training loader for rollouts of `steps` steps, its split resident within `resident`
-    /// bytes if given.
+    /// The training loader for rollouts of `steps` steps, its split resident within
+    /// `settings.resident` bytes if given.
     pub(crate) fn train_loader(
         config: &TrainConfig,
+        settings: &LoaderSettings,
         source: &Arc<S>,
         steps: usize,
         device: &Device,
         staging: &BufferPool,
         parallel: &DataParallel,
-        resident: Option<u64>,
     ) -> Result<Loader<S>> {
+        let LoaderSettings { mut loading, resident } = *settings;
         let spec = WindowSpec::new(config.hist, steps, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
         let schedule = parallel.schedule(config.batch_size, config.rand_seed, false)?;
-        let mut loading = config.loading;
         if resident.is_some() && loading.prepare_on == PrepareOn::Auto {
             loading.prepare_on = PrepareOn::Device;
         }
@@ -126,6 +146,7 @@ impl<S: BatchSource> Trainer<S> {
     /// The validation loader (one rollout step).
     pub(crate) fn val_loader(
         config: &TrainConfig,
+        settings: &LoaderSettings,
         source: &Arc<S>,
         device: &Device,
         staging: &BufferPool,
@@ -134,7 +155,7 @@ impl<S: BatchSource> Trainer<S> {
         let spec = WindowSpec::new(config.hist, 1, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
         let schedule = parallel.schedule(config.batch_size, config.rand_seed, true)?;
-        Ok(loader(Arc::clone(source), space, schedule, config.loading, device.clone()).with_buffers(staging.clone()))
+        Ok(loader(Arc::clone(source), space, schedule, settings.loading, device.clone()).with_buffers(staging.clone()))
     }
 
     /// Saves model, EMA, optimizer and progress under `dir`, as of the end of the last epoch run
@@ -163,6 +184,7 @@ impl<S: BatchSource> Trainer<S> {
             generation: 0,
             progress,
             world_size: self.parallel.world_size(),
+            data: self.data.clone(),
         };
         checkpoint::write(dir, &self.model, self.ema.model(), &self.optim, state)
     }
@@ -176,7 +198,7 @@ impl<S: BatchSource> Trainer<S> {
     /// [`Error::Checkpoint`] for missing or mismatched files; the trainer is then as it was.
     pub fn resume(&mut self, dir: &Path) -> Result<()> {
         let state = checkpoint::read(dir)?;
-        state.check_resumable(dir, &self.model_config, self.parallel.world_size(), &self.config)?;
+        state.check_resumable(dir, &self.model_config, self.parallel.world_size(), &self.config, self.data.as_ref())?;
         let (model, ema, optim) = state.load(dir, &self.model, self.ema.model(), &self.optim)?;
         self.model = model;
         self.ema = Ema { model: ema, decay: self.config.ema_decay, updates: state.ema_updates };
@@ -265,15 +287,14 @@ impl<S: BatchSource> Trainer<S> {
         let steps = self.config.steps_at(epoch, self.start_epoch);
         if steps != self.train_steps {
             // A new loader, a new device copy: the old one is freed with the old loader.
-            let resident = self.resident;
             self.train = Self::train_loader(
                 &self.config,
+                &self.loader,
                 &self.train_src,
                 steps,
                 &self.device,
                 &self.staging,
                 &self.parallel,
-                resident,
             )?;
             self.train_steps = steps;
         }

@@ -11,15 +11,14 @@ use std::sync::Arc;
 
 use om4_mpi::{Collective, ThreadGroup};
 use om4_samudra::{DataParallel, EpochReport, TrainConfig, Trainer, flatten_parameters};
-use om4_store::ReadPool;
-use om4_store::{Om4Source, SourceConfig};
+use om4_store::DataConfig;
 use om4_testkit::ddp::{config, model};
 
 const WORLD: usize = 2;
 const EPOCHS: usize = 1;
 
-fn store(dir: &Path) -> SourceConfig {
-    om4_testkit::ddp::store(dir).unwrap()
+fn store(dir: &Path) -> DataConfig {
+    om4_testkit::ddp::data(dir).unwrap()
 }
 
 struct Run {
@@ -32,16 +31,13 @@ struct Run {
 
 /// A new trainer over the configuration's splits (the builder draws each trainer's seeded
 /// weights one at a time, so thread ranks get the same ones, as every rank in its own process).
-fn trainer(config: TrainConfig, src: &Om4Source, parallel: DataParallel) -> Trainer {
-    let train = Arc::new(src.with_range(&config.train_time).unwrap());
-    let val = Arc::new(src.with_range(&config.val_time).unwrap());
-    Trainer::builder(config, model(), train, val).parallel(parallel).build().unwrap()
+fn trainer(config: TrainConfig, data: &DataConfig, parallel: DataParallel) -> Trainer {
+    Trainer::over(config, model(), data).unwrap().parallel(parallel).build().unwrap()
 }
 
 /// Trains `EPOCHS` epochs, then saves a checkpoint into `save` (when given).
-fn train(source: &SourceConfig, parallel: DataParallel, save: Option<&Path>) -> Run {
-    let src = Om4Source::open(source, ReadPool::new(2).unwrap()).unwrap();
-    let mut trainer = trainer(config(), &src, parallel);
+fn train(data: &DataConfig, parallel: DataParallel, save: Option<&Path>) -> Run {
+    let mut trainer = trainer(config(), data, parallel);
     let reports = (0..EPOCHS).map(|_| trainer.run_epoch(|_, _, _, _| {}).unwrap()).collect();
     if let Some(dir) = save {
         trainer.save(dir).unwrap();
@@ -123,23 +119,21 @@ fn two_thread_ranks_train_like_one_process_on_the_global_batches() {
 #[test]
 fn checkpoints_name_their_world_size_and_only_rank_0_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let source = store(dir.path());
-    let src = Om4Source::open(&source, ReadPool::new(2).unwrap()).unwrap();
+    let data = store(dir.path());
     let mut config = config();
     config.epochs = 1;
-    let mut emulated = trainer(config.clone(), &src, DataParallel::Emulate { world_size: WORLD });
+    let mut emulated = trainer(config.clone(), &data, DataParallel::Emulate { world_size: WORLD });
     emulated.run_epoch(|_, _, _, _| {}).unwrap();
     let ckpt = dir.path().join("ckpt");
     emulated.save(&ckpt).unwrap();
 
-    let mut single = trainer(config.clone(), &src, DataParallel::Single);
+    let mut single = trainer(config.clone(), &data, DataParallel::Single);
     let err = single.resume(&ckpt).unwrap_err().to_string();
     assert!(err.contains("2 rank(s), but this run has 1"), "{err}");
-    let mut same = trainer(config.clone(), &src, DataParallel::Emulate { world_size: WORLD });
+    let mut same = trainer(config.clone(), &data, DataParallel::Emulate { world_size: WORLD });
     same.resume(&ckpt).unwrap();
     assert_eq!(same.next_epoch(), 2);
 
-    let (train, val) = (Arc::new(src.clone()), Arc::new(src.clone()));
-    let none = Trainer::builder(config, model(), train, val).parallel(DataParallel::Emulate { world_size: 0 }).build();
+    let none = Trainer::over(config, model(), &data).unwrap().parallel(DataParallel::Emulate { world_size: 0 }).build();
     assert!(none.unwrap_err().to_string().contains("world_size"));
 }

@@ -9,14 +9,22 @@ use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{BatchSource, LoaderConfig, loader};
 use om4_samudra::Masked;
 use om4_samudra::{Predictor, SamudraConfig, TrainConfig, Trainer, rollout_loss};
-use om4_store::{Om4Source, SourceConfig};
-use om4_store::{ReadPool, SynthConfig, synthesize};
+use om4_store::{DataConfig, SynthConfig, synthesize};
 
-fn source(dir: &std::path::Path) -> Om4Source {
+/// A store of 16 × 32 cells, 24 five-day steps and 2 levels under `dir`, split up to April 1958
+/// for training and from March 1958 for validation, read 2 planes at a time.
+fn data(dir: &std::path::Path) -> DataConfig {
     let cfg = SynthConfig { ny: 16, nx: 32, times: 24, levels: 2, consolidated: false, ..SynthConfig::default() };
     let paths = synthesize(dir, &cfg, |_, _| {}).unwrap();
-    let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
-    Om4Source::open(&config, ReadPool::new(2).unwrap()).unwrap()
+    let mut data = DataConfig::at(paths.data);
+    data.source.train_time = "..1958-04-01".parse().unwrap();
+    data.source.val_time = "1958-03-01..".parse().unwrap();
+    data.loading = LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() };
+    data
+}
+
+fn build(config: &TrainConfig, model: &SamudraConfig, data: &DataConfig) -> Trainer {
+    Trainer::over(config.clone(), model.clone(), data).unwrap().build().unwrap()
 }
 
 fn values(t: Tensor<4>) -> Vec<u32> {
@@ -26,19 +34,10 @@ fn values(t: Tensor<4>) -> Vec<u32> {
 #[test]
 fn loss_falls_and_checkpoints_restore_identical_predictions() {
     let dir = tempfile::tempdir().unwrap();
-    let src = source(dir.path());
-    let config = TrainConfig {
-        epochs: 3,
-        learning_rate: 3e-3,
-        batch_size: 2,
-        steps: 2,
-        train_time: "..1958-04-01".parse().unwrap(),
-        val_time: "1958-03-01..".parse().unwrap(),
-        loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
-        ..TrainConfig::default()
-    };
+    let data = data(dir.path());
+    let config = TrainConfig { epochs: 3, learning_rate: 3e-3, batch_size: 2, steps: 2, ..TrainConfig::default() };
     let model = SamudraConfig::tiny();
-    let mut trainer = Trainer::new(config.clone(), model.clone(), &src).unwrap();
+    let mut trainer = build(&config, &model, &data);
     assert!(trainer.train_batches() >= 4);
     let mut losses = Vec::new();
     let mut reports = Vec::new();
@@ -54,7 +53,7 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
     // checkpoint round trip
     let ckpt = dir.path().join("ckpt");
     trainer.save(&ckpt).unwrap();
-    let mut restored = Trainer::new(config.clone(), model.clone(), &src).unwrap();
+    let mut restored = build(&config, &model, &data);
     restored.resume(&ckpt).unwrap();
     assert_eq!(restored.next_epoch(), 4);
     let input = Tensor::<4>::from_data(
@@ -79,7 +78,7 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
     let mut legacy = state;
     legacy.as_object_mut().unwrap().remove("generation");
     std::fs::write(ckpt.join("state.json"), legacy.to_string()).unwrap();
-    let mut old = Trainer::new(config, model, &src).unwrap();
+    let mut old = build(&config, &model, &data);
     old.resume(&ckpt).unwrap();
     assert_eq!(old.next_epoch(), 4);
     let pa = values(trainer.ema().forward(input.clone(), land.clone()));
@@ -89,16 +88,11 @@ fn loss_falls_and_checkpoints_restore_identical_predictions() {
 #[test]
 fn dynamic_loss_weights_update_and_survive_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
-    let src = source(dir.path());
-    let config = TrainConfig {
-        epochs: 1,
-        batch_size: 4,
-        steps: 1,
-        dynamic_loss_limit: Some(20.0),
-        val_time: "1958-03-01..".parse().unwrap(),
-        ..TrainConfig::default()
-    };
-    let mut trainer = Trainer::new(config.clone(), SamudraConfig::tiny(), &src).unwrap();
+    let mut data = data(dir.path());
+    data.source.train_time = om4_store::DateRange::ALL;
+    let config =
+        TrainConfig { epochs: 1, batch_size: 4, steps: 1, dynamic_loss_limit: Some(20.0), ..TrainConfig::default() };
+    let mut trainer = build(&config, &SamudraConfig::tiny(), &data);
     let report = trainer.run_epoch(|_, _, _, _| {}).unwrap();
     assert!(report.train_loss.is_finite());
     let weights = trainer.loss_weights().unwrap().clone();
@@ -106,7 +100,7 @@ fn dynamic_loss_weights_update_and_survive_checkpoints() {
     assert!(weights.scales.iter().all(|s| s.is_finite() && *s > 0.0));
     assert!(weights.scales.iter().any(|&s| s != 1.0), "weights moved: {:?}", weights.scales);
     trainer.save(&dir.path().join("ckpt")).unwrap();
-    let mut restored = Trainer::new(config, SamudraConfig::tiny(), &src).unwrap();
+    let mut restored = build(&config, &SamudraConfig::tiny(), &data);
     restored.resume(&dir.path().join("ckpt")).unwrap();
     assert_eq!(restored.loss_weights(), Some(&weights));
 }
@@ -128,7 +122,9 @@ impl Predictor for Recorder {
 #[test]
 fn rollout_feeds_predictions_back_with_true_boundaries() {
     let dir = tempfile::tempdir().unwrap();
-    let src = Arc::new(source(dir.path()));
+    let mut whole = data(dir.path());
+    whole.source.train_time = om4_store::DateRange::ALL;
+    let src = Arc::new(whole.open().unwrap().train);
     let spec = WindowSpec::new(1, 3, 1).unwrap();
     let space = SampleSpace::single(spec, src.time_len()).unwrap();
     let loader =
@@ -164,7 +160,7 @@ fn rollout_feeds_predictions_back_with_true_boundaries() {
 #[test]
 fn a_run_resumed_inside_an_epoch_ends_where_the_uninterrupted_run_does() {
     let dir = tempfile::tempdir().unwrap();
-    let src = source(dir.path());
+    let data = data(dir.path());
     let config = TrainConfig {
         epochs: 2,
         learning_rate: 3e-3,
@@ -172,22 +168,20 @@ fn a_run_resumed_inside_an_epoch_ends_where_the_uninterrupted_run_does() {
         steps: 1,
         grad_accumulation: 2,
         dynamic_loss_limit: Some(20.0),
-        train_time: "..1958-04-01".parse().unwrap(),
-        val_time: "1958-03-01..".parse().unwrap(),
         ..TrainConfig::default()
     };
     let model = SamudraConfig::tiny();
     let ckpt = dir.path().join("ckpt");
     // The whole run checkpoints after every optimizer step; the last one inside epoch 2 is what
     // a run killed there would have left.
-    let mut whole = Trainer::new(config.clone(), model.clone(), &src).unwrap();
+    let mut whole = build(&config, &model, &data);
     let total = whole.train_batches();
     assert!(total >= 5, "{total} batches: too few to stop inside the epoch");
     whole.checkpoint_every(&ckpt, 1).unwrap();
     whole.run_epoch(|_, _, _, _| {}).unwrap();
     let report = whole.run_epoch(|_, _, _, _| {}).unwrap();
 
-    let mut resumed = Trainer::new(config.clone(), model.clone(), &src).unwrap();
+    let mut resumed = build(&config, &model, &data);
     resumed.resume(&ckpt).unwrap();
     let last_inside = (total - 1) / 2 * 2; // after the last full accumulation before the end
     assert_eq!(resumed.resume_point(), (2, last_inside));
@@ -213,12 +207,23 @@ fn a_run_resumed_inside_an_epoch_ends_where_the_uninterrupted_run_does() {
     assert!(files.iter().any(|f| f == "state.json"));
     // A save killed before it replaced state.json leaves the previous checkpoint whole.
     std::fs::write(ckpt.join("model-999.bpk"), b"half written").unwrap();
-    let mut again = Trainer::new(config.clone(), model.clone(), &src).unwrap();
+    let mut again = build(&config, &model, &data);
     again.resume(&ckpt).unwrap();
     assert_eq!(again.resume_point(), (2, last_inside));
     // A batch number is meaningless under another schedule.
-    let other = TrainConfig { batch_size: 3, ..config };
-    let mut mismatched = Trainer::new(other, model, &src).unwrap();
+    let other = TrainConfig { batch_size: 3, ..config.clone() };
+    let mut mismatched = build(&other, &model, &data);
     assert!(mismatched.resume(&ckpt).is_err());
+    // Other data (here another training split; a store or a channel list likewise) is refused,
+    // naming what differs, at the end of an epoch as inside one.
+    let mut other_data = data.clone();
+    other_data.source.train_time = "..1958-03-01".parse().unwrap();
+    let err = build(&config, &model, &other_data).resume(&ckpt).unwrap_err().to_string();
+    assert!(
+        err.contains("trained on other data") && err.contains("train_time: ") && err.contains("1958-03-01"),
+        "{err}"
+    );
+    let mut reread = build(&config, &model, &data);
+    reread.resume(&ckpt).unwrap();
     assert!(whole.checkpoint_every(&ckpt, 0).is_err());
 }

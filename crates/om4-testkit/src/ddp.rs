@@ -11,17 +11,22 @@ use std::path::Path;
 
 use om4_pipeline::LoaderConfig;
 use om4_samudra::{NormKind, SamudraConfig, TrainConfig};
-use om4_store::SourceConfig;
-use om4_store::{SynthConfig, synthesize};
+use om4_store::{DataConfig, SynthConfig, synthesize};
 
-/// The store: 16 × 32, 24 five-day steps, 2 levels, written under `dir`.
+/// The data: a store of 16 × 32 cells, 24 five-day steps and 2 levels written under `dir`
+/// (statistics beside it), split up to and from March 1958, read 2 planes at a time with 2
+/// batches prefetched.
 ///
 /// # Errors
 /// When the store cannot be written.
-pub fn store(dir: &Path) -> om4_store::Result<SourceConfig> {
+pub fn data(dir: &Path) -> om4_store::Result<DataConfig> {
     let cfg = SynthConfig { ny: 16, nx: 32, times: 24, levels: 2, ..SynthConfig::default() };
     let paths = synthesize(dir, &cfg, |_, _| {})?;
-    Ok(SourceConfig::samudra(paths.data, paths.means, paths.stds, 2))
+    let mut data = DataConfig::at(paths.data);
+    data.source.train_time = "..1958-04-01".parse().expect("a date range");
+    data.source.val_time = "1958-03-01..".parse().expect("a date range");
+    data.loading = LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() };
+    Ok(data)
 }
 
 /// The tiny network without block normalization.
@@ -29,8 +34,7 @@ pub fn model() -> SamudraConfig {
     SamudraConfig { norm: NormKind::None, ..SamudraConfig::tiny() }
 }
 
-/// One epoch, batch 2 per rank, 2 rollout steps, dynamic loss weights, the splits up to and from
-/// March 1958.
+/// One epoch, batch 2 per rank, 2 rollout steps, dynamic loss weights.
 pub fn config() -> TrainConfig {
     TrainConfig {
         epochs: 1,
@@ -39,9 +43,6 @@ pub fn config() -> TrainConfig {
         steps: 2,
         grad_clip: 0.5,
         dynamic_loss_limit: Some(20.0),
-        train_time: "..1958-04-01".parse().expect("a date range"),
-        val_time: "1958-03-01..".parse().expect("a date range"),
-        loading: LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() },
         ..TrainConfig::default()
     }
 }

@@ -67,6 +67,17 @@ fn trains_the_demo_and_resumes_where_it_stopped() {
     assert!(resumed.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("at epoch 2, batch 1"), "{stdout}");
     assert_eq!(losses(&stdout), whole_losses[1..], "the resumed epoch trains as the uninterrupted one: {stdout}");
+
+    // The checkpoint records its data: a resume with another validation split is refused.
+    let other = dir.path().join("other.yaml");
+    std::fs::write(&other, "data:\n  train_time: {end: \"1958-04-01\"}\n  val_time: {start: \"1959-07-01\"}\n")
+        .unwrap();
+    let other = other.to_str().unwrap();
+    let refused =
+        om4_train(dir.path(), &["train", "--epochs", "3", "--config", other, "--checkpoint-dir", ckpt, "--resume"]);
+    let (stdout, stderr) = text(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("trained on other data") && stderr.contains("val_time: "), "{stderr}");
 }
 
 #[test]
