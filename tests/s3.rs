@@ -205,9 +205,7 @@ fn the_s3_store_source_conforms() {
     use om4_batch::{SampleSpace, Schedule, WindowSpec};
     use om4_pipeline::conformance::{Intercept, check_source, epoch_bits};
     use om4_pipeline::{BatchSource, Loader, LoaderConfig, PrepareOn};
-    use om4_store::{
-        Om4Source, ReadPool, S3Location, SourceConfig, StoreLocation, SynthConfig, SynthLayout, ZarrFormat,
-    };
+    use om4_store::{DataConfig, S3Location, StoreLocation, SynthConfig, SynthLayout, ZarrFormat};
     use om4_testkit::naive_store_truth;
 
     let Some(endpoint) = endpoint("conformance") else { return };
@@ -228,13 +226,16 @@ fn the_s3_store_source_conforms() {
                 ..S3Location::default()
             })
         };
-        let remote = SourceConfig::samudra(at("OM4.zarr"), at("OM4_means.zarr"), at("OM4_stds.zarr"), 2);
-        let local = SourceConfig::samudra(paths.data, paths.means, paths.stds, 2);
-        let source = Om4Source::open(&remote, ReadPool::new(2).unwrap())
-            .unwrap()
-            .with_range(&"1958-01-11..".parse().unwrap())
-            .unwrap();
-        let truth = naive_store_truth(&source, &local).unwrap();
+        // Statistics beside the store, on S3 as locally; the truth reads the local copy.
+        let open = |location: StoreLocation| {
+            let mut data = DataConfig::at(location);
+            data.source.train_time = "1958-01-11..".parse().unwrap();
+            data.loading.max_concurrent_reads = 2;
+            data.open().unwrap()
+        };
+        let (remote, local) = (open(at("OM4.zarr")), open(paths.data.into()));
+        let source = remote.train;
+        let truth = naive_store_truth(&source, &local.spec).unwrap();
         let source = Arc::new(source);
         check_source(Arc::clone(&source), &truth).unwrap_or_else(|e| panic!("{layout:?} {format:?}: {e}"));
         // By default a loader keeps two batch reads of a remote store in flight: batch 0's read

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use om4_batch::{Ddp, Roles, SampleSpace, Schedule, WindowSpec};
 use om4_pipeline::{BatchSource, HostBatch, Loader, LoaderConfig, PrepareOn};
-use om4_store::{Om4Source, ReadPool, SourceConfig};
+use om4_store::DataConfig;
 use serde_json::json;
 
 use om4_store::npy;
@@ -82,25 +82,18 @@ pub(crate) struct BatchArgs {
 }
 
 pub(crate) fn run(a: &BatchArgs) -> Result<()> {
-    let data = a.remote.location(&a.store)?;
-    let config = SourceConfig {
-        data: data.clone(),
-        means: match &a.means {
-            Some(p) => a.remote.location(p)?,
-            None => data.sibling("OM4_means.zarr"),
-        },
-        stds: match &a.stds {
-            Some(p) => a.remote.location(p)?,
-            None => data.sibling("OM4_stds.zarr"),
-        },
-        prognostic: a.prognostic.clone(),
-        boundary: a.boundary.clone(),
-        normalize_before_mask: !a.normalize_after_mask,
-        masked_fill_value: a.fill,
-    };
-    let range = if a.validation { &a.val } else { &a.train };
-    let pool = ReadPool::new(a.threads.unwrap_or_else(crate::num_threads))?;
-    let source = Arc::new(Om4Source::open(&config, pool)?.with_range(range)?);
+    // The data configuration as a Samudra config file would give it; the channels as listed.
+    let mut config = DataConfig::at(a.remote.location(&a.store)?);
+    let source = &mut config.source;
+    source.data_means_location = a.means.as_ref().map(|p| a.remote.location(p)).transpose()?;
+    source.data_stds_location = a.stds.as_ref().map(|p| a.remote.location(p)).transpose()?;
+    (source.prognostic, source.boundary) = (Some(a.prognostic.clone()), Some(a.boundary.clone()));
+    (source.train_time, source.val_time) = (a.train, a.val);
+    config.normalize_before_mask = !a.normalize_after_mask;
+    config.masked_fill_value = a.fill;
+    config.loading.max_concurrent_reads = a.threads.unwrap_or_else(crate::num_threads);
+    let splits = config.open()?;
+    let source = Arc::new(if a.validation { splits.val } else { splits.train });
     let steps = if a.validation { 1 } else { a.steps };
     let space = SampleSpace::single(WindowSpec::new(a.history, steps, a.stride)?, source.time_len())?;
     let ddp = a.world_size.map(|world_size| Ddp { world_size, rank: a.rank });

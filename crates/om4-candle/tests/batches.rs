@@ -7,7 +7,7 @@ use candle_core::{Device, Tensor};
 use om4_batch::{Normalization, SampleSpace, Schedule, WindowSpec, reference_batch};
 use om4_candle::{Error, loader, to_model_batch};
 use om4_pipeline::{BatchSource, HostBatch, LoaderConfig, MemorySource, PrepareOn};
-use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, synthesize};
+use om4_store::{DataConfig, SynthConfig, synthesize};
 
 fn bits(t: &Tensor) -> Vec<u32> {
     om4_testkit::bits(&t.flatten_all().unwrap().to_vec1::<f32>().unwrap())
@@ -19,11 +19,9 @@ fn candle_batches_equal_the_naive_reference_bit_for_bit() {
     let cfg = SynthConfig { ny: 6, nx: 10, times: 16, levels: 2, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
     for normalize_before_mask in [true, false] {
-        let config = SourceConfig {
-            normalize_before_mask,
-            ..SourceConfig::samudra(paths.data.clone(), paths.means.clone(), paths.stds.clone(), 2)
-        };
-        let store = Om4Source::open(&config, ReadPool::new(2).unwrap()).unwrap();
+        let mut config = DataConfig { normalize_before_mask, ..DataConfig::at(paths.data.clone()) };
+        config.loading.max_concurrent_reads = 2;
+        let store = config.open().unwrap().train; // every time
         // The planes, once, in memory: the reference fetches from them plane by plane.
         let truth = MemorySource::load(&store).unwrap();
         let source = Arc::new(store);
@@ -71,8 +69,9 @@ fn raw_batches_are_refused_with_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = SynthConfig { ny: 4, nx: 8, times: 8, levels: 1, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
-    let config = SourceConfig::samudra(paths.data, paths.means, paths.stds, 1);
-    let source = Arc::new(Om4Source::open(&config, ReadPool::new(1).unwrap()).unwrap());
+    let mut config = DataConfig::at(paths.data);
+    config.loading.max_concurrent_reads = 1;
+    let source = Arc::new(config.open().unwrap().train);
     let space = SampleSpace::single(WindowSpec::new(0, 1, 1).unwrap(), source.time_len()).unwrap();
     let config = LoaderConfig { prepare_on: PrepareOn::Device, ..LoaderConfig::default() };
     let pipeline = om4_pipeline::Loader::new(source, space, Schedule::validation(2, 1, None).unwrap(), config);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use om4_batch::{Grid, Normalization, ReadGroup, Roles};
 use om4_pipeline::conformance::check_source;
 use om4_pipeline::{BatchSource, MemorySource};
-use om4_store::{Om4Source, ReadPool, SourceConfig, SynthConfig, SynthLayout, synthesize};
+use om4_store::{DataConfig, Om4Source, SourceConfig, SynthConfig, SynthLayout, synthesize};
 
 fn naive_truth(source: &Om4Source, config: &SourceConfig) -> MemorySource {
     om4_testkit::naive_store_truth(source, config).unwrap()
@@ -16,16 +16,15 @@ fn store_source(layout: SynthLayout, normalize_before_mask: bool) -> (tempfile::
     let dir = tempfile::tempdir().unwrap();
     let cfg = SynthConfig { ny: 6, nx: 10, times: 16, levels: 2, layout, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
-    let config = SourceConfig {
+    let mut data = DataConfig {
         normalize_before_mask,
         masked_fill_value: if normalize_before_mask { 0.0 } else { -1.5 },
-        ..SourceConfig::samudra(paths.data, paths.means, paths.stds, 2)
+        ..DataConfig::at(paths.data)
     };
-    let source = Om4Source::open(&config, ReadPool::new(2).unwrap())
-        .unwrap()
-        .with_range(&"1958-01-11..".parse().unwrap())
-        .unwrap();
-    (dir, config, source)
+    data.source.train_time = "1958-01-11..".parse().unwrap();
+    data.loading.max_concurrent_reads = 2;
+    let splits = data.open().unwrap();
+    (dir, splits.spec, splits.train)
 }
 
 #[test]

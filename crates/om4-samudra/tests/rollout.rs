@@ -7,16 +7,17 @@ use burn::tensor::{Bool, Device, Tensor, TensorData};
 use om4_batch::{Normalization, Sample, WindowSpec, reference_batch};
 use om4_pipeline::{BatchSource, MemorySource};
 use om4_samudra::{SamudraConfig, denormalize, rollout};
-use om4_store::{Om4Source, SourceConfig};
-use om4_store::{Om4Store, PlaneWriter, ReadPool, SynthConfig, TimeCoordinate, synthesize};
+use om4_store::{DataConfig, Om4Store, PlaneWriter, ReadPool, SynthConfig, TimeCoordinate, synthesize};
 
 #[test]
 fn rollout_steps_equal_single_forward_applications_and_round_trip_through_a_store() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = SynthConfig { ny: 16, nx: 32, times: 16, levels: 1, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
-    let config = SourceConfig::samudra(paths.data.clone(), paths.means, paths.stds, 1);
-    let source = Arc::new(Om4Source::open(&config, ReadPool::new(2).unwrap()).unwrap());
+    let mut config = DataConfig::at(paths.data.clone());
+    config.loading.max_concurrent_reads = 2;
+    let splits = config.open().unwrap();
+    let (names, source) = (splits.spec.prognostic, Arc::new(splits.train)); // every time
     let (hist, steps, start) = (1, 3, 2);
     let (grid, states) = (source.grid(), hist + 1);
     let channels = source.channels();
@@ -68,7 +69,6 @@ fn rollout_steps_equal_single_forward_applications_and_round_trip_through_a_stor
 
     // Written as a store, read back through om4.
     let out = dir.path().join("predictions.zarr");
-    let names = config.prognostic.clone();
     let times = steps * states;
     let time = TimeCoordinate {
         values: (0..times).map(|i| i as f64 * 5.0).collect(),

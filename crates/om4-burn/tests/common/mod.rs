@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use om4_burn::BatchSource;
 use om4_pipeline::Error;
 use om4_pipeline::conformance::Intercept;
-use om4_store::{Om4Source, SourceConfig};
-use om4_store::{ReadPool, SynthConfig, synthesize};
+use om4_store::{DataConfig, Om4Source, SynthConfig, synthesize};
 
 pub struct Fixture {
     pub dir: tempfile::TempDir,
-    pub config: SourceConfig,
+    pub config: DataConfig,
 }
 
 /// 2 levels: prognostic uo_0..so_1 + zos (9), boundary tauuo, tauvo, hfds (3); 6×10 grid, 16 steps.
@@ -20,13 +19,14 @@ pub fn fixture(normalize_before_mask: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let cfg = SynthConfig { ny: 6, nx: 10, times: 16, levels: 2, consolidated: false, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
-    let config =
-        SourceConfig { normalize_before_mask, ..SourceConfig::samudra(paths.data, paths.means, paths.stds, 2) };
+    let mut config = DataConfig { normalize_before_mask, ..DataConfig::at(paths.data) };
+    config.loading.max_concurrent_reads = 2;
     Fixture { dir, config }
 }
 
+/// The whole store (every time) as a source.
 pub fn source(f: &Fixture) -> Arc<Om4Source> {
-    Arc::new(Om4Source::open(&f.config, ReadPool::new(2).unwrap()).unwrap())
+    Arc::new(f.config.open().unwrap().train)
 }
 
 #[allow(unused_imports)] // not every test binary compares bits
