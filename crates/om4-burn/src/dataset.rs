@@ -125,6 +125,6 @@ impl Batcher<SampleItem, ModelBatch> for Om4Batcher {
                 label: Tensor::cat(per_item.iter().map(|b| b.steps[k].label.clone()).collect(), 0),
             })
             .collect();
-        ModelBatch { batch: items.len(), steps }
+        ModelBatch { samples: items.len(), steps }
     }
 }

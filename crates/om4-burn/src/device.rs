@@ -23,7 +23,7 @@ pub struct StepTensors {
 #[derive(Debug, Clone)]
 pub struct ModelBatch {
     /// Samples.
-    pub batch: usize,
+    pub samples: usize,
     /// One entry per rollout step.
     pub steps: Vec<StepTensors>,
 }
@@ -140,7 +140,7 @@ pub fn to_model_batch(
                     label: tensor(s.label, prepared.label_shape),
                 })
                 .collect();
-            Ok(ModelBatch { batch: prepared.batch, steps })
+            Ok(ModelBatch { samples: prepared.batch, steps })
         }
         HostBatch::Raw { plan, groups } => {
             check(&plan, &groups.iter().map(|g| g.len()).collect::<Vec<_>>(), normalizations, grid)?;
@@ -213,7 +213,7 @@ pub(crate) fn gather_steps(
             StepTensors { input, label: gather(Role::Label, k).expect("label role") }
         })
         .collect();
-    ModelBatch { batch: b, steps }
+    ModelBatch { samples: b, steps }
 }
 
 /// The label mask `(1, (h+1)·C_prog, Y, X)` (prognostic mask repeated per state), 1 on ocean.

@@ -71,7 +71,7 @@ pub struct StepTensors {
 #[derive(Debug, Clone)]
 pub struct ModelBatch {
     /// Samples.
-    pub batch: usize,
+    pub samples: usize,
     /// One entry per rollout step.
     pub steps: Vec<StepTensors>,
 }
@@ -100,7 +100,7 @@ pub fn to_model_batch(host: HostBatch, device: &Device) -> Result<ModelBatch> {
         .into_iter()
         .map(|s| Ok(StepTensors { input: tensor(s.input, input_shape)?, label: tensor(s.label, label_shape)? }))
         .collect::<Result<Vec<_>>>()?;
-    Ok(ModelBatch { batch: prepared.batch, steps })
+    Ok(ModelBatch { samples: prepared.batch, steps })
 }
 
 /// The label mask `(1, states·C_prog, Y, X)` (the prognostic mask repeated per state), 1 on ocean.

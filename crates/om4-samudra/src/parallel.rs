@@ -66,15 +66,15 @@ impl DataParallel {
         }
     }
 
-    /// The training (`validation == false`) or validation schedule this process follows.
-    pub(crate) fn schedule(&self, batch_size: usize, seed: u64, validation: bool) -> Result<Schedule> {
-        let make = |ddp| {
-            if validation {
-                Schedule::validation(batch_size, seed, ddp)
-            } else {
-                Schedule::training(batch_size, seed, ddp)
-            }
-        };
+    /// The schedule this process follows, of the kind `kind` makes (`Schedule::training` or
+    /// `Schedule::validation`).
+    pub(crate) fn schedule(
+        &self,
+        batch_size: usize,
+        seed: u64,
+        kind: fn(usize, u64, Option<Ddp>) -> om4_batch::Result<Schedule>,
+    ) -> Result<Schedule> {
+        let make = |ddp| kind(batch_size, seed, ddp);
         Ok(match self {
             Self::Single => make(None)?,
             Self::Rank(c) => make(Some(Ddp { world_size: c.world_size(), rank: c.rank() }))?,

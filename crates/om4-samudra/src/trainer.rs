@@ -7,7 +7,7 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
-use om4_batch::{SampleSpace, WindowSpec};
+use om4_batch::{SampleSpace, Schedule, WindowSpec};
 use om4_burn::{Loader, ModelBatch, loader};
 use om4_pipeline::{BatchSource, BatchTelemetry, BufferPool, EpochSummary, LoaderConfig, PrepareOn};
 use om4_store::Om4Source;
@@ -126,7 +126,7 @@ impl<S: BatchSource> Trainer<S> {
         let LoaderSettings { mut loading, resident } = *settings;
         let spec = WindowSpec::new(config.hist, steps, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
-        let schedule = parallel.schedule(config.batch_size, config.rand_seed, false)?;
+        let schedule = parallel.schedule(config.batch_size, config.rand_seed, Schedule::training)?;
         if resident.is_some() && loading.prepare_on == PrepareOn::Auto {
             loading.prepare_on = PrepareOn::Device;
         }
@@ -154,7 +154,7 @@ impl<S: BatchSource> Trainer<S> {
     ) -> Result<Loader<S>> {
         let spec = WindowSpec::new(config.hist, 1, config.data_stride)?;
         let space = SampleSpace::single(spec, source.time_len())?;
-        let schedule = parallel.schedule(config.batch_size, config.rand_seed, true)?;
+        let schedule = parallel.schedule(config.batch_size, config.rand_seed, Schedule::validation)?;
         Ok(loader(Arc::clone(source), space, schedule, settings.loading, device.clone()).with_buffers(staging.clone()))
     }
 
@@ -452,7 +452,7 @@ impl<S: BatchSource> Trainer<S> {
         let model = self.model.valid();
         let first = &batch.steps[0];
         let one_step = ModelBatch {
-            batch: batch.batch,
+            samples: batch.samples,
             steps: vec![om4_burn::StepTensors {
                 input: first.input.clone().inner(),
                 label: first.label.clone().inner(),

@@ -209,7 +209,7 @@ fn steps(args: &OpsArgs, device: &Device, cpu: &Device) -> Res<bool> {
             let mask = Tensor::<4>::from_data(host([1, outputs, ny, nx], 5), dev).greater_elem(-1.2).float();
             let targets = LossTargets::new(mask, outputs);
             let batch = ModelBatch {
-                batch: b,
+                samples: b,
                 steps: (0..2)
                     .map(|k| StepTensors {
                         input: Tensor::from_data(data([b, inputs, ny, nx], 10 + k), dev),

@@ -96,7 +96,7 @@ impl Bench {
             model,
             optim: optimizer(1.0),
             targets,
-            batch: ModelBatch { batch: b, steps },
+            batch: ModelBatch { samples: b, steps },
             device,
             parameters,
         })
