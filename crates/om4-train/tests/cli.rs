@@ -96,6 +96,14 @@ fn mistakes_are_one_line_errors() {
     let config = short_config(dir.path());
     let missing = dir.path().join("missing.npy");
     let missing = missing.to_str().unwrap();
+    // A forward pass of `model` whose every file is missing.
+    let forward = |model| {
+        let mut args = vec!["forward", "--model", model, "--in-channels", "3", "--out-channels", "2"];
+        for flag in ["--weights", "--input", "--mask", "--out"] {
+            args.extend([flag, missing]);
+        }
+        args
+    };
     let cases: &[(&[&str], &str)] = &[
         (&["train", "--device", "gpu", "--config", &config], "\"gpu\""),
         (&["train", "--device", "cuda:x", "--config", &config], "not a device index"),
@@ -104,46 +112,8 @@ fn mistakes_are_one_line_errors() {
         (&["train", "--resume", "--config", &config], "--resume needs --checkpoint-dir"),
         (&["train", "--model", "huge", "--config", &config], "huge"),
         (&["train", "--store", missing], "missing.npy"),
-        (
-            &[
-                "forward",
-                "--weights",
-                missing,
-                "--model",
-                "tiny",
-                "--in-channels",
-                "3",
-                "--out-channels",
-                "2",
-                "--input",
-                missing,
-                "--mask",
-                missing,
-                "--out",
-                missing,
-            ],
-            "missing.npy",
-        ),
-        (
-            &[
-                "forward",
-                "--weights",
-                missing,
-                "--model",
-                "huge",
-                "--in-channels",
-                "3",
-                "--out-channels",
-                "2",
-                "--input",
-                missing,
-                "--mask",
-                missing,
-                "--out",
-                missing,
-            ],
-            "unknown model \"huge\"",
-        ),
+        (&forward("tiny"), "missing.npy"),
+        (&forward("huge"), "unknown model \"huge\""),
     ];
     for (args, needle) in cases {
         let out = om4_train(dir.path(), args);
