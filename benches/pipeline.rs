@@ -18,13 +18,12 @@ fn pipeline(c: &mut Criterion) {
     let cfg = SynthConfig { times: 33, codec: Codec::BloscLz4, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).expect("synthesize");
     let mut data = DataConfig::at(paths.data);
-    data.loading.max_concurrent_reads = 2;
+    data.read_threads = 2;
     let source = Arc::new(data.open().expect("source").train);
     let space = SampleSpace::single(WindowSpec::new(1, 4, 1).expect("spec"), source.time_len()).expect("space");
     let schedule = Schedule::training(1, 15, None).expect("schedule");
     let loader = |prefetch: usize, prepare_on: PrepareOn| {
-        let lc =
-            LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads: 2, prepare_on, ..LoaderConfig::default() };
+        let lc = LoaderConfig { prefetch_batches: prefetch, prepare_on, ..LoaderConfig::default() };
         loader(Arc::clone(&source), space.clone(), schedule, lc, Device::flex())
     };
     let mut group = c.benchmark_group("pipeline");

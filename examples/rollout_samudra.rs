@@ -84,7 +84,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     config.source.levels = a.levels;
     config.source.data_means_location = location(&a.means)?;
     config.source.data_stds_location = location(&a.stds)?;
-    config.loading.max_concurrent_reads = 8;
+    config.read_threads = 8;
     let splits = config.open()?;
     let (resolved, source) = (splits.spec, Arc::new(splits.train));
     let axis = source.store().time().ok_or("the store has no time coordinate")?;

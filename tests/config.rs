@@ -19,10 +19,8 @@ fn the_shipped_config_parses_whole() {
     assert_eq!(source.boundary.as_deref(), Some(&["tauuo".to_string(), "tauvo".into(), "hfds".into()][..]));
     let (prognostic, boundary) = source.channels(19).unwrap();
     assert_eq!((prognostic.len(), boundary.len()), (77, 3), "Samudra's channels when the file lists none");
-    assert_eq!(
-        run.data.loading,
-        LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 32, ..LoaderConfig::default() }
-    );
+    assert_eq!(run.data.loading, LoaderConfig { prefetch_batches: 2, ..LoaderConfig::default() });
+    assert_eq!(run.data.read_threads, 32, "loading.max_concurrent_reads sizes the store's read pool");
     let train = run.train_config().unwrap();
     assert_eq!(
         train,
@@ -99,6 +97,7 @@ fn samudras_sources_form_parses() {
     assert_eq!(stds.path, "Samudra/om4_twodeg/OM4_stds.zarr");
     assert_eq!(run.data.loading.kind, Some(LoaderKind::Cpu));
     assert_eq!(run.data.loading.prepare_on, PrepareOn::Auto);
+    assert_eq!(run.data.read_threads, DataConfig::READ_THREADS, "Samudra's default when not given");
     let (prognostic, boundary) = source.channels(19).unwrap();
     assert_eq!((prognostic.len(), &prognostic[76], boundary.len()), (77, &"zos".to_string(), 3));
     let train = run.train_config().unwrap();
@@ -119,6 +118,10 @@ fn bad_configurations_are_refused_with_reasons() {
     assert!(llc.contains("llc"), "{llc}");
     let unknown = data("data_location: /a/OM4.zarr\nprognostics: [zos]").unwrap_err();
     assert!(unknown.contains("prognostics"), "{unknown}");
+    let loading = data("loading: {max_concurrent_reads: 4, prefetch: 2}").unwrap_err();
+    assert!(loading.contains("prefetch"), "an unknown loading key: {loading}");
+    let reads = data("loading: {max_concurrent_reads: 4, prefetch_batches: 3}").unwrap();
+    assert_eq!((reads.read_threads, reads.loading.prefetch_batches), (4, 3));
     let date = data("train_time: {start: \"1975-01-03 00:00\"}").unwrap_err();
     assert!(date.contains("time of day"), "{date}");
     let key = data("prognostic_vars_key: thermo_9").unwrap();
@@ -141,7 +144,7 @@ fn opening_resolves_channels_against_the_store_and_shares_it_between_splits() {
     let mut data = DataConfig::at(paths.data);
     data.source.train_time = range("..1958-03-01");
     data.source.val_time = range("1958-03-01..");
-    data.loading.max_concurrent_reads = 2;
+    data.read_threads = 2;
     let splits = data.open().unwrap();
     // Samudra's channels for the store's two levels: uo_0, uo_1, vo_*, thetao_*, so_*, zos; tau_hfds
     assert_eq!((splits.spec.prognostic.len(), splits.spec.boundary.len()), (9, 3));

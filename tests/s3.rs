@@ -230,7 +230,7 @@ fn the_s3_store_source_conforms() {
         let open = |location: StoreLocation| {
             let mut data = DataConfig::at(location);
             data.source.train_time = "1958-01-11..".parse().unwrap();
-            data.loading.max_concurrent_reads = 2;
+            data.read_threads = 2;
             data.open().unwrap()
         };
         let (remote, local) = (open(at("OM4.zarr")), open(paths.data.into()));

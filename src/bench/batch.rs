@@ -58,7 +58,7 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
     let data = a.remote.location(&a.store)?;
     let mut config = DataConfig::at(data);
     config.source.levels = Some(a.levels);
-    config.loading.max_concurrent_reads = a.threads.unwrap_or_else(crate::num_threads);
+    config.read_threads = a.threads.unwrap_or_else(crate::num_threads);
     let source = Arc::new(config.open()?.train);
     // A remote store's requests: opening the store (its statistics stores not counted), then per
     // timed batch.

@@ -91,7 +91,7 @@ pub(crate) fn run(a: &BatchArgs) -> Result<()> {
     (source.train_time, source.val_time) = (a.train, a.val);
     config.normalize_before_mask = !a.normalize_after_mask;
     config.masked_fill_value = a.fill;
-    config.loading.max_concurrent_reads = a.threads.unwrap_or_else(crate::num_threads);
+    config.read_threads = a.threads.unwrap_or_else(crate::num_threads);
     let splits = config.open()?;
     let source = Arc::new(if a.validation { splits.val } else { splits.train });
     let steps = if a.validation { 1 } else { a.steps };

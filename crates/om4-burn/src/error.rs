@@ -4,9 +4,9 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The pipeline underneath failed (store, plan, configuration, threads, reads).
+    /// The pipeline underneath failed (store, configuration, threads, reads).
     #[error(transparent)]
-    Pipeline(#[from] om4_pipeline::Error),
+    Pipeline(om4_pipeline::Error),
     /// Buffers or normalizations do not match a batch's plan.
     #[error(transparent)]
     Plan(#[from] om4_batch::Error),
@@ -22,6 +22,17 @@ pub enum Error {
     /// A setting that cannot take effect.
     #[error("{0}")]
     Config(String),
+}
+
+impl From<om4_pipeline::Error> for Error {
+    /// A plan that does not match its buffers is [`Error::Plan`] wherever the batch was prepared
+    /// (on the host by the pipeline, or on the device here).
+    fn from(e: om4_pipeline::Error) -> Self {
+        match e {
+            om4_pipeline::Error::Plan(e) => Self::Plan(e),
+            e => Self::Pipeline(e),
+        }
+    }
 }
 
 /// `Result` with om4-burn's [`Error`].

@@ -25,7 +25,7 @@
 //! // Samudra's defaults over the store (statistics beside it; no split given: every time), opened
 //! // once: prognostic uo_0, uo_1, vo_*, thetao_*, so_*, zos (9); boundary tauuo, tauvo, hfds (3)
 //! let mut data = DataConfig::at(paths.data);
-//! data.loading.max_concurrent_reads = 2;
+//! data.read_threads = 2;
 //! let source = Arc::new(data.open()?.train);
 //! let space = SampleSpace::single(WindowSpec::new(1, 2, 1)?, source.time_len())?;
 //! let loader = loader(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::flex());

@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use burn::tensor::Device;
 use om4_batch::{Grid, SampleSpace, Schedule};
-use om4_pipeline::{BatchSource, BoxError, Epoch, Finish, HostBatch, Loaded, LoaderConfig, PrepareOn};
+use om4_pipeline::{BatchSource, Epoch, Finish, HostBatch, Loaded, LoaderConfig, PrepareOn};
 
 use crate::device::{DeviceNormalization, ModelBatch, to_model_batch};
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::resident::ResidentCopy;
 
 /// The pipeline's loader with batches as tensors on a Burn device.
@@ -19,7 +19,7 @@ pub type Loader<S> = om4_pipeline::Loader<S, OnDevice>;
 pub type LoadedBatch = Loaded<ModelBatch>;
 
 /// The batches of one epoch on a Burn device, in schedule order.
-pub type EpochIter = Epoch<ModelBatch>;
+pub type EpochIter = Epoch<ModelBatch, Error>;
 
 /// A loader of `space`'s samples (built over `source.time_len()` positions) in `schedule`'s
 /// order onto `device` (see [`OnDevice`] for where batches are prepared).
@@ -76,6 +76,7 @@ impl OnDevice {
 
 impl Finish for OnDevice {
     type Output = ModelBatch;
+    type Error = Error;
 
     fn prepares_on_host(&self, prepare_on: PrepareOn) -> bool {
         match prepare_on {
@@ -85,21 +86,14 @@ impl Finish for OnDevice {
         }
     }
 
-    fn finish(&self, host: HostBatch) -> Result<ModelBatch, BoxError> {
-        let batch = match host {
+    fn finish(&self, host: HostBatch) -> Result<ModelBatch> {
+        match host {
             HostBatch::Resident { plan, fresh, residency } => {
                 // Batches are finished one at a time, in order: the lock is never contended.
                 let mut copy = self.resident.lock().unwrap_or_else(PoisonError::into_inner);
                 copy.take(&plan, fresh, &residency, &self.normalizations, self.grid, &self.device)
             }
             host => to_model_batch(host, &self.normalizations, self.grid, &self.device),
-        };
-        batch.map_err(|e| -> BoxError {
-            match e {
-                Error::Plan(e) => Box::new(om4_pipeline::Error::Plan(e)),
-                Error::Pipeline(e) => Box::new(e),
-                other => Box::new(other),
-            }
-        })
+        }
     }
 }

@@ -10,6 +10,7 @@ use burn::data::dataset::Dataset;
 use burn::tensor::Device;
 use common::{Fixture, bits, faulty, fixture, source, tensor_values};
 use om4_batch::{Normalization, SampleSpace, Schedule, WindowSpec, reference_batch};
+use om4_burn::Error as BurnError;
 use om4_burn::{BatchSource, LoaderConfig, Om4Batcher, Om4Dataset, PrepareOn, loader};
 use om4_pipeline::Error;
 use om4_pipeline::conformance::Intercept;
@@ -63,7 +64,6 @@ fn device_batches_equal_host_reference_bit_for_bit() {
                     ] {
                         let config = LoaderConfig {
                             prefetch_batches: prefetch,
-                            max_concurrent_reads: 2,
                             prefetch_to_device: to_device,
                             prepare_on,
                             reads_in_flight: Some(reads_in_flight),
@@ -146,12 +146,7 @@ fn faulty_loader(
     let groups = src.channels().len(); // one read per source (prognostic, boundary) per batch
     let at = at_batch.map_or(usize::MAX, |k| k * groups + 1);
     let faulty = Arc::new(faulty(src, at, panic));
-    let config = LoaderConfig {
-        prefetch_batches: prefetch,
-        max_concurrent_reads: 2,
-        prefetch_to_device: to_device,
-        ..LoaderConfig::default()
-    };
+    let config = LoaderConfig { prefetch_batches: prefetch, prefetch_to_device: to_device, ..LoaderConfig::default() };
     (loader(faulty, space, Schedule::validation(2, 3, None).unwrap(), config, Device::flex()), f)
 }
 
@@ -166,12 +161,12 @@ fn read_error_at_batch_k_yields_earlier_batches_then_error_then_end() {
                 assert!(it.next().unwrap().is_ok());
             }
             match it.next() {
-                Some(Err(Error::ProducerPanic { batch, message })) => {
+                Some(Err(BurnError::Pipeline(Error::ProducerPanic { batch, message }))) => {
                     assert!(panic);
                     assert_eq!(batch, k);
                     assert!(message.contains("injected panic"));
                 }
-                Some(Err(Error::Config { reason, .. })) => {
+                Some(Err(BurnError::Pipeline(Error::Config { reason, .. }))) => {
                     assert!(!panic);
                     assert!(reason.contains("injected failure"));
                 }
@@ -262,19 +257,13 @@ fn mismatched_statistics_are_an_error_not_a_panic_or_a_short_epoch() {
         (2, false, PrepareOn::Device),
         (0, false, PrepareOn::Host),
     ] {
-        let config = LoaderConfig {
-            prefetch_batches,
-            max_concurrent_reads: 2,
-            prefetch_to_device,
-            prepare_on,
-            ..LoaderConfig::default()
-        };
+        let config = LoaderConfig { prefetch_batches, prefetch_to_device, prepare_on, ..LoaderConfig::default() };
         let schedule = Schedule::validation(2, 1, None).unwrap();
         let loader = loader(Arc::clone(&wrong), space.clone(), schedule, config, Device::flex());
         let mut it = loader.epoch(1).unwrap();
         match it.next() {
             // The boundary group (3 channels) meets the 9-channel prognostic statistics.
-            Some(Err(Error::Plan(om4_batch::Error::BufferLength { what, expected: 3, found: 9 }))) => {
+            Some(Err(BurnError::Plan(om4_batch::Error::BufferLength { what, expected: 3, found: 9 }))) => {
                 assert!(what.contains("channels of the preparation"), "{what}");
             }
             other => panic!("expected a preparation mismatch at batch 0, got {other:?}"),
@@ -320,7 +309,7 @@ fn resuming_mid_epoch_yields_the_rest_exactly() {
     let (loader, _fixture) = faulty_loader(Some(1), true, 2, true);
     let mut it = loader.epoch_from(1, 2).unwrap();
     assert!(it.next().unwrap().is_ok());
-    assert!(matches!(it.next(), Some(Err(Error::ProducerPanic { batch: 3, .. }))));
+    assert!(matches!(it.next(), Some(Err(BurnError::Pipeline(Error::ProducerPanic { batch: 3, .. })))));
 }
 
 /// A split resident on the device gives the batches of the plain device path bit for bit, in
@@ -335,7 +324,6 @@ fn a_resident_split_equals_the_device_path_and_reads_each_plane_once() {
         for (prefetch_batches, prefetch_to_device) in [(2, true), (2, false), (0, false)] {
             let config = LoaderConfig {
                 prefetch_batches,
-                max_concurrent_reads: 2,
                 prefetch_to_device,
                 prepare_on: PrepareOn::Device,
                 ..LoaderConfig::default()

@@ -38,7 +38,6 @@ fn thousand_random_early_drops() {
     .map(|(p, d, on, r)| {
         let config = LoaderConfig {
             prefetch_batches: p,
-            max_concurrent_reads: 2,
             prefetch_to_device: d,
             prepare_on: on,
             reads_in_flight: Some(r),

@@ -21,7 +21,7 @@
 //! // Samudra's defaults over the store (statistics beside it; no split given: every time), opened
 //! // once: prognostic uo_0, uo_1, vo_*, thetao_*, so_*, zos (9); boundary tauuo, tauvo, hfds (3)
 //! let mut data = DataConfig::at(paths.data);
-//! data.loading.max_concurrent_reads = 2;
+//! data.read_threads = 2;
 //! let source = Arc::new(data.open()?.train);
 //! let space = SampleSpace::single(WindowSpec::new(1, 2, 1)?, source.time_len())?;
 //! let loader = loader(source, space, Schedule::training(2, 15, None)?, LoaderConfig::default(), Device::Cpu);
@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 use om4_batch::{Grid, Normalization, SampleSpace, Schedule};
-use om4_pipeline::{BatchSource, BoxError, Epoch, Finish, HostBatch, Loaded, LoaderConfig, PooledBuf, PrepareOn};
+use om4_pipeline::{BatchSource, Epoch, Finish, HostBatch, Loaded, LoaderConfig, PooledBuf, PrepareOn};
 
 /// Everything the candle adapter can report.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +80,7 @@ pub struct ModelBatch {
 pub type LoadedBatch = Loaded<ModelBatch>;
 
 /// The batches of one epoch on a candle device, in schedule order.
-pub type EpochIter = Epoch<ModelBatch>;
+pub type EpochIter = Epoch<ModelBatch, Error>;
 
 /// The tensors of a host batch on `device`. Each pooled step buffer becomes a CPU tensor's
 /// storage without a copy (it leaves its pool: candle cannot give it back); on another device the
@@ -133,12 +133,13 @@ pub struct OnDevice(pub Device);
 
 impl Finish for OnDevice {
     type Output = ModelBatch;
+    type Error = Error;
 
     fn prepares_on_host(&self, _: PrepareOn) -> bool {
         true
     }
 
-    fn finish(&self, host: HostBatch) -> std::result::Result<ModelBatch, BoxError> {
-        to_model_batch(host, &self.0).map_err(|e| -> BoxError { Box::new(e) })
+    fn finish(&self, host: HostBatch) -> Result<ModelBatch> {
+        to_model_batch(host, &self.0)
     }
 }

@@ -20,7 +20,7 @@ fn candle_batches_equal_the_naive_reference_bit_for_bit() {
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
     for normalize_before_mask in [true, false] {
         let mut config = DataConfig { normalize_before_mask, ..DataConfig::at(paths.data.clone()) };
-        config.loading.max_concurrent_reads = 2;
+        config.read_threads = 2;
         let store = config.open().unwrap().train; // every time
         // The planes, once, in memory: the reference fetches from them plane by plane.
         let truth = MemorySource::load(&store).unwrap();
@@ -70,7 +70,7 @@ fn raw_batches_are_refused_with_an_error() {
     let cfg = SynthConfig { ny: 4, nx: 8, times: 8, levels: 1, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
     let mut config = DataConfig::at(paths.data);
-    config.loading.max_concurrent_reads = 1;
+    config.read_threads = 1;
     let source = Arc::new(config.open().unwrap().train);
     let space = SampleSpace::single(WindowSpec::new(0, 1, 1).unwrap(), source.time_len()).unwrap();
     let config = LoaderConfig { prepare_on: PrepareOn::Device, ..LoaderConfig::default() };

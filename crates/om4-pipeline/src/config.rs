@@ -2,16 +2,14 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Loader settings, with Samudra's `data.loading` words.
+/// Loader settings, with Samudra's `data.loading` words (its `max_concurrent_reads` sizes the
+/// store's read pool, so it is the data configuration's: `om4_store::DataConfig::read_threads`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoaderConfig {
     /// Batches read ahead of the consumer (0: read on demand; at most
     /// [`LoaderConfig::MAX_PREFETCH`]).
     pub prefetch_batches: usize,
-    /// Threads of the shared read pool (Samudra's default, 32: reads from disk wait on I/O, and
-    /// on page-cache reads more threads than cores cost nothing measurable).
-    pub max_concurrent_reads: usize,
     /// Finish read-ahead batches too (prepare them and hand them to the framework's device) on a
     /// second thread, so that the consumer receives them ready.
     pub prefetch_to_device: bool,
@@ -52,7 +50,6 @@ impl Default for LoaderConfig {
     fn default() -> Self {
         Self {
             prefetch_batches: 2,
-            max_concurrent_reads: 32,
             prefetch_to_device: true,
             prepare_on: PrepareOn::Auto,
             reads_in_flight: None,

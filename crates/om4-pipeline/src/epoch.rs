@@ -46,8 +46,8 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The second stage: host preparation when asked for, then the adapter's `finish`.
-pub(crate) struct Stage<T> {
-    pub(crate) finish: FinishFn<T>,
+pub(crate) struct Stage<T, E> {
+    pub(crate) finish: FinishFn<T, E>,
     pub(crate) on_host: Option<Arc<Vec<Normalization>>>,
     pub(crate) grid: Grid,
     pub(crate) pool: Option<om4_batch::ReadPool>,
@@ -56,15 +56,15 @@ pub(crate) struct Stage<T> {
     pub(crate) output_capacity: usize,
 }
 
-impl<T> Stage<T> {
+impl<T, E: From<Error>> Stage<T, E> {
     /// Finishes batch `k`; a panic becomes an error naming it.
-    pub(crate) fn run(&self, k: usize, read: ReadBatch) -> Result<Loaded<T>> {
-        catch_unwind(AssertUnwindSafe(|| self.finish_batch(k, read)))
-            .map_err(|panic| Error::ProducerPanic { batch: k, message: panic_message(&*panic) })
+    pub(crate) fn run(&self, k: usize, read: ReadBatch) -> Result<Loaded<T>, E> {
+        catch_unwind(AssertUnwindSafe(|| self.finish_batch(read)))
+            .map_err(|panic| Error::ProducerPanic { batch: k, message: panic_message(&*panic) }.into())
             .flatten()
     }
 
-    fn finish_batch(&self, k: usize, read: ReadBatch) -> Result<Loaded<T>> {
+    fn finish_batch(&self, read: ReadBatch) -> Result<Loaded<T>, E> {
         let _span = tracing::debug_span!("om4_batch_prepare", on_host = self.on_host.is_some()).entered();
         let t0 = Instant::now();
         let ReadBatch { samples, plan, groups, fresh, telemetry } = read;
@@ -85,27 +85,25 @@ impl<T> Stage<T> {
             )?),
             (None, None) => HostBatch::Raw { plan, groups },
         };
-        let batch = (self.finish)(host).map_err(|e| match e.downcast::<Error>() {
-            Ok(e) => *e,
-            Err(source) => Error::Adapter { batch: k, source },
-        })?;
+        let batch = (self.finish)(host)?;
         Ok(Loaded { samples, batch, telemetry: BatchTelemetry { prepare: t0.elapsed(), ..telemetry } })
     }
 }
 
 /// Where an epoch's batches come from: the second-stage thread, the producer thread (the
 /// consumer's thread finishes them), or (prefetch 0) the consumer's own thread alone.
-pub(crate) enum Feed<T> {
-    Finished(Receiver<Result<Loaded<T>>>),
-    Read(InOrder, Stage<T>),
-    Inline(Box<dyn FnMut() -> Option<Result<Loaded<T>>> + Send>),
+pub(crate) enum Feed<T, E> {
+    Finished(Receiver<Result<Loaded<T>, E>>),
+    Read(InOrder, Stage<T, E>),
+    Inline(Box<dyn FnMut() -> Option<Result<Loaded<T>, E>> + Send>),
     Closed,
 }
 
-/// The batches of one epoch, in schedule order. Dropping it stops the threads and returns every
-/// buffer to its pool.
-pub struct Epoch<T> {
-    pub(crate) feed: Feed<T>,
+/// The batches of one epoch, in schedule order, or the error that ends it: `E` is the framework's
+/// ([`Finish::Error`](crate::Finish::Error)), the loader's own errors converted into it. Dropping
+/// it stops the threads and returns every buffer to its pool.
+pub struct Epoch<T, E = Error> {
+    pub(crate) feed: Feed<T, E>,
     pub(crate) threads: Vec<JoinHandle<()>>,
     /// Batch number (in the epoch) of the first batch yielded.
     pub(crate) first: usize,
@@ -114,13 +112,13 @@ pub struct Epoch<T> {
     pub(crate) finished: bool,
 }
 
-impl<T> std::fmt::Debug for Epoch<T> {
+impl<T, E> std::fmt::Debug for Epoch<T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Epoch").field("remaining", &self.remaining).finish_non_exhaustive()
     }
 }
 
-impl<T> Epoch<T> {
+impl<T, E> Epoch<T, E> {
     /// Batches not yet yielded.
     pub fn remaining(&self) -> usize {
         self.remaining
@@ -142,8 +140,8 @@ impl<T> Epoch<T> {
     }
 }
 
-impl<T> Iterator for Epoch<T> {
-    type Item = Result<Loaded<T>>;
+impl<T, E: From<Error>> Iterator for Epoch<T, E> {
+    type Item = Result<Loaded<T>, E>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.finished {
@@ -153,7 +151,7 @@ impl<T> Iterator for Epoch<T> {
         // The consumer waits for the batch, and also while its own thread finishes it.
         let received = match &mut self.feed {
             Feed::Finished(rx) => rx.recv().ok(),
-            Feed::Read(rx, stage) => rx.recv().map(|(k, read)| read.and_then(|r| stage.run(k, r))),
+            Feed::Read(rx, stage) => rx.recv().map(|(k, read)| read.map_err(E::from).and_then(|r| stage.run(k, r))),
             Feed::Inline(produce) => produce(),
             Feed::Closed => None,
         };
@@ -175,7 +173,8 @@ impl<T> Iterator for Epoch<T> {
                     Err(Error::ProducerPanic {
                         batch: self.first + self.total - self.remaining,
                         message: "a loader thread ended before the epoch did".into(),
-                    })
+                    }
+                    .into())
                 })
             }
         }
@@ -186,7 +185,7 @@ impl<T> Iterator for Epoch<T> {
     }
 }
 
-impl<T> Drop for Epoch<T> {
+impl<T, E> Drop for Epoch<T, E> {
     fn drop(&mut self) {
         // Disconnect first so blocked senders return, then join: no thread outlives the iterator.
         self.feed = Feed::Closed;

@@ -43,15 +43,6 @@ pub enum Error {
         /// Positions the source holds.
         len: usize,
     },
-    /// A framework adapter could not turn a host batch into its tensors (e.g. a candle error).
-    #[error("cannot hand batch {batch} to the model: {source}")]
-    Adapter {
-        /// Batch number in the epoch.
-        batch: usize,
-        /// The adapter's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
     /// The producer thread panicked while reading batch `batch` of the epoch.
     #[error("the loader's producer thread panicked at batch {batch}: {message}")]
     ProducerPanic {

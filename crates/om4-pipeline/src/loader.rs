@@ -21,9 +21,7 @@ use crate::resident::{FreshPlanes, Residency};
 use crate::source::{BatchSource, read_listed};
 use crate::telemetry::BatchTelemetry;
 
-/// A boxed error: what a [`Finish`] returns (the loader reports it as [`Error::Adapter`] with the
-/// batch's number; an [`Error`] passes through unchanged), and a source's own error inside
-/// [`Error::Source`].
+/// A boxed error: a source's own error inside [`Error::Source`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A framework's last stage: what each host batch becomes (tensors on a device, say), on the
@@ -31,6 +29,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub trait Finish: Send + Sync + 'static {
     /// What the consumer receives.
     type Output: Send + 'static;
+
+    /// The framework's error: what its epochs yield, the loader's own errors converted into it.
+    type Error: std::error::Error + From<Error> + Send + 'static;
 
     /// Whether batches are normalized, masked and gathered on the host before
     /// [`finish`](Self::finish) sees them (else it gets their raw planes, [`HostBatch::Raw`]),
@@ -40,13 +41,12 @@ pub trait Finish: Send + Sync + 'static {
     /// Turns a host batch into the output.
     ///
     /// # Errors
-    /// Whatever the framework refuses; the loader reports it as [`Error::Adapter`] with the
-    /// batch's number (an [`Error`] passes through unchanged).
-    fn finish(&self, batch: HostBatch) -> std::result::Result<Self::Output, BoxError>;
+    /// Whatever the framework refuses.
+    fn finish(&self, batch: HostBatch) -> std::result::Result<Self::Output, Self::Error>;
 }
 
 /// A [`Finish`] as the second stage calls it.
-pub(crate) type FinishFn<T> = Arc<dyn Fn(HostBatch) -> std::result::Result<T, BoxError> + Send + Sync>;
+pub(crate) type FinishFn<T, E> = Arc<dyn Fn(HostBatch) -> std::result::Result<T, E> + Send + Sync>;
 
 /// Host batches as they are: prepared on the host unless `prepare_on` is [`PrepareOn::Device`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,12 +54,13 @@ pub struct Host;
 
 impl Finish for Host {
     type Output = HostBatch;
+    type Error = Error;
 
     fn prepares_on_host(&self, prepare_on: PrepareOn) -> bool {
         prepare_on != PrepareOn::Device
     }
 
-    fn finish(&self, batch: HostBatch) -> std::result::Result<HostBatch, BoxError> {
+    fn finish(&self, batch: HostBatch) -> Result<HostBatch> {
         Ok(batch)
     }
 }
@@ -277,7 +278,7 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
     ///
     /// # Errors
     /// As [`epoch_from`](Self::epoch_from).
-    pub fn epoch(&self, epoch: u64) -> Result<Epoch<F::Output>> {
+    pub fn epoch(&self, epoch: u64) -> Result<Epoch<F::Output, F::Error>> {
         self.epoch_from(epoch, 0)
     }
 
@@ -291,9 +292,9 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
     /// itself gives an empty epoch), `prefetch_batches` is over [`LoaderConfig::MAX_PREFETCH`] or
     /// `reads_in_flight` is 0 or over it;
     /// [`Error::Spawn`] when a loader thread cannot be started.
-    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<Epoch<F::Output>> {
+    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<Epoch<F::Output, F::Error>> {
         let finisher = Arc::clone(&self.finish);
-        let finish: FinishFn<F::Output> = Arc::new(move |batch| finisher.finish(batch));
+        let finish: FinishFn<F::Output, F::Error> = Arc::new(move |batch| finisher.finish(batch));
         if self.config.prefetch_batches > LoaderConfig::MAX_PREFETCH {
             return Err(Error::Config {
                 field: "prefetch_batches",
@@ -356,7 +357,7 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
             let mut produce = self.producer(work.pop().unwrap_or_default(), Arc::clone(&capacity));
             iter.feed = Feed::Inline(Box::new(move || {
                 let (k, read) = produce()?;
-                Some(read.and_then(|r| stage.run(k, r)))
+                Some(read.map_err(F::Error::from).and_then(|r| stage.run(k, r)))
             }));
             return Ok(iter);
         }
@@ -383,12 +384,12 @@ impl<S: BatchSource, F: Finish> Loader<S, F> {
             iter.feed = Feed::Read(read_rx, stage);
             return Ok(iter);
         }
-        let (done_tx, done_rx) = bounded::<Result<Loaded<F::Output>>>(1);
+        let (done_tx, done_rx) = bounded::<Result<Loaded<F::Output>, F::Error>>(1);
         let finisher = std::thread::Builder::new()
             .name("om4-upload".into())
             .spawn(move || {
                 while let Some((k, read)) = read_rx.recv() {
-                    let item = read.and_then(|r| stage.run(k, r));
+                    let item = read.map_err(F::Error::from).and_then(|r| stage.run(k, r));
                     let failed = item.is_err();
                     if done_tx.send(item).is_err() || failed {
                         return;

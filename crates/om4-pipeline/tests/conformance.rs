@@ -22,7 +22,7 @@ fn store_source(layout: SynthLayout, normalize_before_mask: bool) -> (tempfile::
         ..DataConfig::at(paths.data)
     };
     data.source.train_time = "1958-01-11..".parse().unwrap();
-    data.loading.max_concurrent_reads = 2;
+    data.read_threads = 2;
     let splits = data.open().unwrap();
     (dir, splits.spec, splits.train)
 }

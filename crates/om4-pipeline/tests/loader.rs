@@ -39,7 +39,6 @@ fn config(prefetch_batches: usize, reads_in_flight: usize, prefetch_to_device: b
         prefetch_batches,
         reads_in_flight: Some(reads_in_flight),
         prefetch_to_device,
-        max_concurrent_reads: 2,
         prepare_on: PrepareOn::Host,
         kind: None,
     }

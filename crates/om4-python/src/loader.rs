@@ -188,8 +188,8 @@ impl Loader {
         }
         // Samudra validates one step ahead, whatever the training rollout.
         let steps = if validation { 1 } else { steps };
-        data.loading =
-            LoaderConfig { prefetch_batches: prefetch, max_concurrent_reads, prepare_on, ..LoaderConfig::default() };
+        data.read_threads = max_concurrent_reads;
+        data.loading = LoaderConfig { prefetch_batches: prefetch, prepare_on, ..LoaderConfig::default() };
         let loading = data.loading;
         let build = || -> Result<Built, String> {
             let splits = data.open().map_err(|e| e.to_string())?;

@@ -57,21 +57,23 @@ impl<S: BatchSource> TrainerBuilder<S> {
         self
     }
 
-    /// The loaders' settings (prefetch, read concurrency, where batches are prepared): the data
-    /// configuration's `loading` ([`om4_store::DataConfig::loading`]); default:
-    /// [`LoaderConfig::default`].
+    /// The loaders' settings (prefetch, reads in flight, where batches are prepared), when they
+    /// are not a data configuration's (see [`data`](Self::data)); default: [`LoaderConfig::default`].
     #[must_use]
     pub fn loading(mut self, loading: LoaderConfig) -> Self {
         self.loader.loading = loading;
         self
     }
 
-    /// The data the splits come from, recorded in every checkpoint: a resume on data whose record
-    /// differs (another store, split, channel list or normalization) is an error naming each
-    /// difference. [`Trainer::over`] sets it; default: none (nothing recorded, nothing checked).
+    /// The data configuration the splits were opened from ([`om4_store::DataConfig::open`]):
+    /// its loader settings ([`loading`](Self::loading)), and its record in every checkpoint, so
+    /// that a resume on data whose record differs (another store, split, channel list or
+    /// normalization) is an error naming each difference. [`Trainer::over`] sets it; default:
+    /// none (the default loader settings, nothing recorded, nothing checked).
     #[must_use]
-    pub fn data(mut self, record: DataRecord) -> Self {
-        self.data = Some(record);
+    pub fn data(mut self, data: &om4_store::DataConfig, splits: &om4_store::DataSplits) -> Self {
+        self.loader.loading = data.loading;
+        self.data = Some(DataRecord::new(data, splits));
         self
     }
 

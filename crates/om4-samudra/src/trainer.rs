@@ -88,10 +88,8 @@ impl Trainer<Om4Source> {
         data: &om4_store::DataConfig,
     ) -> Result<TrainerBuilder<Om4Source>> {
         let splits = data.open()?;
-        let record = DataRecord::new(data, &splits);
-        Ok(Self::builder(config, model_config, Arc::new(splits.train), Arc::new(splits.val))
-            .loading(data.loading)
-            .data(record))
+        let (train, val) = (Arc::new(splits.train.clone()), Arc::new(splits.val.clone()));
+        Ok(Self::builder(config, model_config, train, val).data(data, &splits))
     }
 }
 

@@ -15,7 +15,7 @@ fn rollout_steps_equal_single_forward_applications_and_round_trip_through_a_stor
     let cfg = SynthConfig { ny: 16, nx: 32, times: 16, levels: 1, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
     let mut config = DataConfig::at(paths.data.clone());
-    config.loading.max_concurrent_reads = 2;
+    config.read_threads = 2;
     let splits = config.open().unwrap();
     let (names, source) = (splits.spec.prognostic, Arc::new(splits.train)); // every time
     let (hist, steps, start) = (1, 3, 2);

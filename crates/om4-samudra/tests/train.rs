@@ -19,7 +19,8 @@ fn data(dir: &std::path::Path) -> DataConfig {
     let mut data = DataConfig::at(paths.data);
     data.source.train_time = "..1958-04-01".parse().unwrap();
     data.source.val_time = "1958-03-01..".parse().unwrap();
-    data.loading = LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() };
+    data.loading = LoaderConfig { prefetch_batches: 2, ..LoaderConfig::default() };
+    data.read_threads = 2;
     data
 }
 

@@ -43,7 +43,11 @@ pub struct DataConfig {
     pub normalize_before_mask: bool,
     /// Value of land cells after normalization (`masked_fill_value`, default 0).
     pub masked_fill_value: f32,
-    /// Loader settings (`loading`), including the read pool's size.
+    /// Threads of the store's read pool (Samudra's `loading.max_concurrent_reads`, default 32:
+    /// reads from disk wait on I/O, and on page-cache reads more threads than cores cost nothing
+    /// measurable).
+    pub read_threads: usize,
+    /// The loader's settings (the rest of Samudra's `loading`).
     pub loading: LoaderConfig,
 }
 
@@ -54,6 +58,7 @@ impl Default for DataConfig {
             hist: 1,
             normalize_before_mask: true,
             masked_fill_value: 0.0,
+            read_threads: Self::READ_THREADS,
             loading: LoaderConfig::default(),
         }
     }
@@ -188,6 +193,9 @@ pub struct DataSplits {
 }
 
 impl DataConfig {
+    /// Samudra's default `max_concurrent_reads`.
+    pub const READ_THREADS: usize = 32;
+
     /// A configuration of Samudra's defaults over the store at `location` (statistics beside it,
     /// every time in both splits).
     pub fn at(location: impl Into<StoreLocation>) -> Self {
@@ -195,7 +203,7 @@ impl DataConfig {
     }
 
     /// Opens the store once, resolves the channels against its levels, loads statistics and
-    /// masks, and selects both splits; the read pool has `loading.max_concurrent_reads` threads.
+    /// masks, and selects both splits; the read pool has `read_threads` threads.
     ///
     /// # Errors
     /// [`Error::Config`] for a missing `data_location` or bad channel settings; any store,
@@ -217,7 +225,7 @@ impl DataConfig {
             normalize_before_mask: self.normalize_before_mask,
             masked_fill_value: self.masked_fill_value,
         };
-        let pool = ReadPool::new(self.loading.max_concurrent_reads)?;
+        let pool = ReadPool::new(self.read_threads)?;
         let all = Om4Source::from_store(store, &spec, pool)?;
         let (train, val) = (all.with_range(&source.train_time)?, all.with_range(&source.val_time)?);
         Ok(DataSplits { spec, train, val })
@@ -256,11 +264,32 @@ struct RawData {
     hist: usize,
     normalize_before_mask: bool,
     masked_fill_value: f32,
-    loading: LoaderConfig,
+    loading: RawLoading,
     /// Samudra's switch for overlapping loading with compute: om4's loader always overlaps.
     concurrent_compute: bool,
     /// Samudra's choice among its own loaders: om4 is the loader.
     loader_version: Option<String>,
+}
+
+/// Samudra's `loading` as written: the read pool's size beside the loader's settings.
+#[derive(Deserialize)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
+struct RawLoading {
+    max_concurrent_reads: usize,
+    loader: LoaderConfig,
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for RawLoading {
+    type Error = String;
+
+    fn try_from(mut map: serde_json::Map<String, serde_json::Value>) -> std::result::Result<Self, String> {
+        let max_concurrent_reads = match map.remove("max_concurrent_reads") {
+            None => DataConfig::READ_THREADS,
+            Some(n) => serde_json::from_value(n).map_err(|e| format!("loading.max_concurrent_reads: {e}"))?,
+        };
+        let loader = serde_json::from_value(map.into()).map_err(|e| format!("loading: {e}"))?;
+        Ok(Self { max_concurrent_reads, loader })
+    }
 }
 
 impl Default for RawData {
@@ -284,7 +313,7 @@ impl Default for RawData {
             hist: d.hist,
             normalize_before_mask: d.normalize_before_mask,
             masked_fill_value: d.masked_fill_value,
-            loading: d.loading,
+            loading: RawLoading { max_concurrent_reads: d.read_threads, loader: d.loading },
             concurrent_compute: false,
             loader_version: None,
         }
@@ -328,7 +357,8 @@ impl TryFrom<RawData> for DataConfig {
             hist: raw.hist,
             normalize_before_mask: raw.normalize_before_mask,
             masked_fill_value: raw.masked_fill_value,
-            loading: raw.loading,
+            read_threads: raw.loading.max_concurrent_reads,
+            loading: raw.loading.loader,
         })
     }
 }

@@ -25,7 +25,8 @@ pub fn data(dir: &Path) -> om4_store::Result<DataConfig> {
     let mut data = DataConfig::at(paths.data);
     data.source.train_time = "..1958-04-01".parse().expect("a date range");
     data.source.val_time = "1958-03-01..".parse().expect("a date range");
-    data.loading = LoaderConfig { prefetch_batches: 2, max_concurrent_reads: 2, ..LoaderConfig::default() };
+    data.loading = LoaderConfig { prefetch_batches: 2, ..LoaderConfig::default() };
+    data.read_threads = 2;
     Ok(data)
 }
 

@@ -42,7 +42,7 @@ pub(crate) fn main(device_name: &str, ny: usize, nx: usize) -> Result<bool, Box<
             masked_fill_value: if normalize_before_mask { 0.0 } else { -3.5 },
             ..DataConfig::at(paths.data.clone())
         };
-        data.loading.max_concurrent_reads = 4;
+        data.read_threads = 4;
         let source = Arc::new(data.open()?.train);
         for (history, steps, stride) in [(0, 1, 1), (1, 2, 1), (1, 1, 2), (0, 2, 2)] {
             let space = SampleSpace::single(WindowSpec::new(history, steps, stride)?, source.time_len())?;
@@ -50,7 +50,6 @@ pub(crate) fn main(device_name: &str, ny: usize, nx: usize) -> Result<bool, Box<
             let loader = |prepare_on, device: burn::tensor::Device| {
                 let config = LoaderConfig {
                     prefetch_batches: 2,
-                    max_concurrent_reads: 4,
                     prefetch_to_device: true,
                     prepare_on,
                     ..LoaderConfig::default()

@@ -218,7 +218,6 @@ fn train(args: TrainArgs, parallel: om4_samudra::DataParallel) -> Result<(), Box
     let model_name = run.model.name.clone().unwrap_or_else(|| "tiny".into());
     // The store opens once: its levels resolve Samudra's channels, and both splits share it.
     let splits = run.data.open()?;
-    let record = om4_samudra::DataRecord::new(&run.data, &splits);
     let grid = om4_burn::BatchSource::grid(&splits.train);
     let header = format!(
         "training {model_name} on {} ({} prognostic + {} boundary channels, {}×{}), hist {}, steps {}, batch {}",
@@ -253,18 +252,16 @@ fn train(args: TrainArgs, parallel: om4_samudra::DataParallel) -> Result<(), Box
             );
         }
         let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
-            .loading(run.data.loading)
-            .data(record)
+            .data(&run.data, &splits)
             .device(device)
             .staging(staging)
             .parallel(parallel.clone());
         let trainer = resident(trainer, args.resident_gb)?.build()?;
         return drive(trainer, &args, name.is_gpu(), parallel, &config, header);
     }
-    let (train_src, val_src) = (std::sync::Arc::new(splits.train), std::sync::Arc::new(splits.val));
+    let (train_src, val_src) = (std::sync::Arc::new(splits.train.clone()), std::sync::Arc::new(splits.val.clone()));
     let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
-        .loading(run.data.loading)
-        .data(record)
+        .data(&run.data, &splits)
         .device(device)
         .staging(staging)
         .parallel(parallel.clone());

@@ -20,7 +20,7 @@ pub fn fixture(normalize_before_mask: bool) -> Fixture {
     let cfg = SynthConfig { ny: 6, nx: 10, times: 16, levels: 2, consolidated: false, ..SynthConfig::default() };
     let paths = synthesize(dir.path(), &cfg, |_, _| {}).unwrap();
     let mut config = DataConfig { normalize_before_mask, ..DataConfig::at(paths.data) };
-    config.loading.max_concurrent_reads = 2;
+    config.read_threads = 2;
     Fixture { dir, config }
 }
 
