@@ -44,6 +44,7 @@ mod parallel;
 mod rollout;
 mod run;
 mod step;
+mod taps;
 mod trainer;
 mod weights;
 mod wide;

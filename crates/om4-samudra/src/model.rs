@@ -15,7 +15,7 @@ use burn::nn::{BatchNorm, BatchNormConfig, InstanceNorm, InstanceNormConfig, Pad
 use burn::tensor::module::avg_pool2d;
 use burn::tensor::ops::AvgPoolOptions;
 
-pub use crate::conv::{conv, gemm_weight_gradient};
+pub use crate::conv::{conv, tap_gemms};
 pub use crate::erf::{erf, gelu_capped, gelu_capped_grad};
 pub use crate::gelu::{capped_gelu, capped_gelu_ops};
 use burn::tensor::{Bool, Device, FloatDType, Int, Tensor, TensorData};

@@ -2,8 +2,8 @@
 //! (checked at run time), else the build's baseline (SSE2 on x86-64). Each variant compiles the
 //! same loop over the same inlined scalar function; with no fused multiply-add (Rust never
 //! contracts `a * b + c`), every lane computes exactly what the scalar function does, so the
-//! variants agree bit for bit (tested). This module holds om4-samudra's only `unsafe`: calls of
-//! the `#[target_feature]` variants once the feature has been detected.
+//! variants agree bit for bit (tested). Its `unsafe` is the calls of the `#[target_feature]`
+//! variants once the feature has been detected (the crate's other `unsafe` module is `taps`).
 
 /// `dst[i] = f(src[i])`.
 pub(crate) fn unary(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {

@@ -6,7 +6,7 @@
 
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use om4_samudra::model::{
-    capped_gelu, capped_gelu_ops, conv, gelu_capped, gelu_capped_grad, gemm_weight_gradient, pad_lonlat, wrap_longitude,
+    capped_gelu, capped_gelu_ops, conv, gelu_capped, gelu_capped_grad, pad_lonlat, tap_gemms, wrap_longitude,
 };
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
@@ -66,7 +66,8 @@ fn max_rel(got: &[f32], want: &[f64]) -> f64 {
 #[test]
 fn convolutions_and_their_gradients_match_float64() {
     let device = Device::flex().autodiff();
-    assert!(gemm_weight_gradient(&device), "the k×k weight gradient runs as GEMMs on flex with autodiff");
+    assert!(tap_gemms(&device), "k×k convolutions run as per-tap GEMMs on flex with autodiff");
+    assert!(tap_gemms(&Device::flex()), "and on flex without autodiff");
     for (b, ci, co, k, d, h, w) in [(1, 5, 7, 3, 1, 9, 12), (3, 4, 6, 3, 2, 11, 10), (2, 6, 3, 1, 1, 5, 8)] {
         let normal = Distribution::Normal(0.0, 1.0);
         let x = Tensor::<4>::random([b, ci, h, w], normal, &device).require_grad();

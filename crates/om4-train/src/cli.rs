@@ -40,6 +40,7 @@ enum Command {
 /// Parses the command line and runs the subcommand; the exit status says whether it succeeded
 /// (a check that finds a difference exits 1 after printing it).
 pub fn main() -> ExitCode {
+    crate::alloc::keep_freed_memory();
     match Cli::parse().command {
         Command::Train(args) => train::main(*args),
         Command::Forward(args) => forward::main(&args),

@@ -22,6 +22,7 @@
 //! ([`om4_burn::TrainingDevice`]), the data through [`om4_store::DataConfig`], the trainer
 //! ([`om4_samudra::Trainer`]).
 
+mod alloc;
 mod cli;
 mod device;
 mod forward;

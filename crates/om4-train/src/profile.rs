@@ -228,9 +228,9 @@ pub(crate) fn main(args: &StepArgs) -> Res<()> {
     ceiling(&device, repeats, &config, args.batch, (ny, nx), inputs)
 }
 
-/// The largest convolution's forward against the GEMM it amounts to (im2col's product,
-/// `(C_out, C_in·k²) × (C_in·k², H·W)` per sample) on the same backend: what a convolution built
-/// on that GEMM can reach.
+/// The largest convolution's three passes against the GEMM each amounts to (im2col's product,
+/// `(C_out, C_in·k²) × (C_in·k², H·W)` per sample, for the forward) on the same backend: what a
+/// convolution built on that GEMM can reach.
 fn ceiling(
     device: &Device,
     repeats: usize,
@@ -247,14 +247,19 @@ fn ceiling(
     let gemm = clock(&plain, repeats, || {
         let _ = lhs.clone().matmul(rhs.clone()).slice([0..1, 0..1]).try_into_scalar::<f32>();
     })?;
-    let (conv, _) = convolution(device, repeats, [b, e, h + k - 1, w + k - 1], e, k, 1)?;
+    let (conv, [data, weight]) = convolution(device, repeats, [b, e, h + k - 1, w + k - 1], e, k, 1)?;
     println!(
-        "\nlargest convolution {e}→{e} {k}×{k} at {h}×{w}, batch {b}: {:.1} GFLOP; its GEMM alone {:.3} s ({:.0} GFLOP/s), the convolution's forward {:.3} s ({:.0} GFLOP/s)",
+        "\nlargest convolution {e}→{e} {k}×{k} at {h}×{w}, batch {b}: {:.1} GFLOP per pass; its GEMM alone {:.3} s ({:.0} GFLOP/s); the convolution's forward {:.3} s ({:.0} GFLOP/s), data gradient {:.3} s ({:.0} GFLOP/s), weight gradient {:.3} s ({:.0} GFLOP/s); {} threads",
         flops / 1e9,
         gemm,
         flops / gemm / 1e9,
         conv,
-        flops / conv / 1e9
+        flops / conv / 1e9,
+        data,
+        flops / data / 1e9,
+        weight,
+        flops / weight / 1e9,
+        rayon::current_num_threads(),
     );
     Ok(())
 }

@@ -120,6 +120,7 @@ fn join_mpi(args: &TrainArgs) -> Result<Option<Mpi>, Box<dyn std::error::Error>>
 
 /// Runs a training job; the exit status says whether it succeeded (the error is printed).
 pub fn main(args: TrainArgs) -> std::process::ExitCode {
+    crate::alloc::keep_freed_memory();
     #[cfg(feature = "mpi")]
     let mpi = match join_mpi(&args) {
         Ok(m) => m,
@@ -307,7 +308,9 @@ fn drive<S: om4_burn::BatchSource>(
     }
     if !quiet {
         let ranks = if world > 1 { format!(" per rank, {world} ranks") } else { String::new() };
-        println!("{header}{ranks}, {} batches/epoch", trainer.train_batches());
+        // On the CPU the step's kernels run on rayon's pool: say how many threads it has.
+        let threads = if gpu { String::new() } else { format!(", the step on {} CPU threads", rayon::current_num_threads()) };
+        println!("{header}{ranks}, {} batches/epoch{threads}", trainer.train_batches());
     }
     let started = Instant::now();
     while trainer.next_epoch() <= config.epochs {

@@ -1,0 +1,71 @@
+"""PyTorch's side of the convolution table: one k×k convolution's three passes and its GEMM.
+
+Times, on the CPU threads torch is given, what `om4-train step --profile` prints in its last line
+for om4 ("largest convolution ..."): the forward of a `C → C` k×k convolution on an already
+padded `(B, C, H + k − 1, W + k − 1)` input, its data gradient and its weight gradient (each as
+forward + backward with only that input tracked, minus the forward), and the GEMM a convolution
+amounts to, `(C, C·k²) × (C·k², B·H·W)`; the best of --repeats runs after one warm-up, with
+GFLOP/s at 2·B·C²·k²·H·W flops per pass. Run it in turn with om4's profile (docs/benchmarks.md
+gives the loop), so both see the same machine load.
+
+    target/python/bin/python benches/step/conv.py [--channels 320] [--grid 90x180] [--batch 1]
+"""
+
+import argparse
+import json
+import time
+
+import torch
+
+
+def best(f, repeats: int) -> float:
+    f()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--channels", type=int, default=320)
+    ap.add_argument("--kernel", type=int, default=3)
+    ap.add_argument("--grid", default="90x180", help="the output's YxX")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    h, w = (int(v) for v in args.grid.split("x"))
+    c, k, b = args.channels, args.kernel, args.batch
+    torch.manual_seed(0)
+    x = torch.randn(b, c, h + k - 1, w + k - 1)
+    weight = torch.randn(c, c, k, k)
+    bias = torch.zeros(c)
+    flops = 2.0 * b * c * c * k * k * h * w
+
+    def run(gx: bool, gw: bool):
+        xs, ws = x.clone().requires_grad_(gx), weight.clone().requires_grad_(gw)
+
+        def once():
+            y = torch.nn.functional.conv2d(xs, ws, bias).sum()
+            if gx or gw:
+                y.backward()
+        return once
+
+    with torch.no_grad():
+        forward = best(run(False, False), args.repeats)
+    data = best(run(True, False), args.repeats) - forward
+    weight_grad = best(run(False, True), args.repeats) - forward
+    lhs, rhs = torch.randn(c, c * k * k), torch.randn(c * k * k, b * h * w)
+    gemm = best(lambda: lhs @ rhs, args.repeats)
+    row = {"framework": "torch " + torch.__version__, "threads": torch.get_num_threads(), "shape": f"{c}→{c} {k}×{k} {h}×{w} b{b}",
+           "gflop": flops / 1e9}
+    for name, t in [("gemm", gemm), ("forward", forward), ("data_grad", data), ("weight_grad", weight_grad)]:
+        row[name + "_s"] = round(t, 4)
+        row[name + "_gflops"] = round(flops / t / 1e9, 1)
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

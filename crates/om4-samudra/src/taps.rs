@@ -1,0 +1,302 @@
+//! Samudra's k×k convolutions (stride 1, unpadded, dilation d) on the CPU as k² GEMMs over views
+//! of the NCHW planes, one per kernel tap: no im2col copy, no transposed convolution.
+//!
+//! The trick that makes every tap one GEMM on a plain strided view: the output is computed at the
+//! input's width `W_in` ("wide"), so that a tap's window of an input channel, flattened, is one
+//! run of `n = H·W_in − (k−1)·d` values starting at `ky·d·W_in + kx·d`. The wide output's columns
+//! past `W` are never read; the gradient is widened with zero columns, so those positions add
+//! nothing. Per sample and tap (`W_t = w[:, :, ky, kx]`, `X_b` as `(C_in, H_in·W_in)`):
+//! - forward: `Y_wide += W_t · X_b[:, s_t .. s_t + n]`, then `y = Y_wide[.., ..W] + bias`;
+//! - data gradient: `dX_b[:, s_t .. s_t + n] += W_tᵀ · G_wide`;
+//! - weight gradient: `dW_t += G_wide · X_b[:, s_t .. s_t + n]ᵀ`, summed over the batch.
+//!
+//! Each pass does exactly the convolution's multiply-adds, on the `gemm` crate (the kernels flex
+//! itself uses), parallel over rayon's pool. The sums run in another order than a direct loop's,
+//! so results agree with a float64 reference to float32 rounding (`tests/conv.rs`).
+//!
+//! `gemm::gemm` takes raw pointers and strides, so this is one of om4-samudra's two `unsafe`
+//! modules (with `wide`): every call goes through [`gemm_into`], which checks that each matrix's
+//! last element lies inside its slice before the call.
+
+use rayon::prelude::*;
+
+/// The shapes of one convolution: input `(b, cin, hp, wp)`, weight `(cout, cin, k, k)`,
+/// dilation `d`, output `(b, cout, h, w)` with `h = hp − (k−1)·d`, `w = wp − (k−1)·d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Taps {
+    pub(crate) b: usize,
+    pub(crate) cin: usize,
+    pub(crate) cout: usize,
+    pub(crate) k: usize,
+    pub(crate) d: usize,
+    pub(crate) hp: usize,
+    pub(crate) wp: usize,
+}
+
+impl Taps {
+    fn span(&self) -> usize {
+        (self.k - 1) * self.d
+    }
+
+    /// Output height and width.
+    pub(crate) fn out(&self) -> (usize, usize) {
+        (self.hp - self.span(), self.wp - self.span())
+    }
+
+    /// Values in a tap's run: `H·W_in − (k−1)·d`.
+    fn n(&self) -> usize {
+        self.out().0 * self.wp - self.span()
+    }
+
+    /// Where tap `t` (row-major over the kernel) starts in a flattened input plane.
+    fn start(&self, t: usize) -> usize {
+        t / self.k * self.d * self.wp + t % self.k * self.d
+    }
+
+    fn kk(&self) -> usize {
+        self.k * self.k
+    }
+
+    fn multiply_adds(&self) -> usize {
+        let (h, w) = self.out();
+        self.b * self.cout * self.cin * self.kk() * h * w
+    }
+}
+
+/// `y[b, co] = bias[co] + Σ_{ci, tap} w[co, ci, tap] · x[b, ci, window of tap]`, `(b, cout, h, w)`.
+pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<f32> {
+    check(x, weight, s);
+    assert_eq!(bias.len(), s.cout, "one bias per output channel");
+    let (h, w) = s.out();
+    let (plane_in, plane_wide, n) = (s.hp * s.wp, h * s.wp, s.n());
+    let mut y = vec![0f32; s.b * s.cout * h * w];
+    let mut wide = vec![0f32; s.cout * plane_wide];
+    for b in 0..s.b {
+        let xb = &x[b * s.cin * plane_in..][..s.cin * plane_in];
+        for t in 0..s.kk() {
+            let lhs = Mat { data: weight, offset: t, rows: s.cout, cols: s.cin, rs: s.cin * s.kk(), cs: s.kk() };
+            let rhs = Mat { data: xb, offset: s.start(t), rows: s.cin, cols: n, rs: plane_in, cs: 1 };
+            gemm_into(&mut wide, 0, plane_wide, 1, t > 0, lhs, rhs, s.multiply_adds());
+        }
+        let yb = &mut y[b * s.cout * h * w..][..s.cout * h * w];
+        yb.par_chunks_mut(h * w).zip(wide.par_chunks(plane_wide)).zip(bias).for_each(|((out, wide), &bias)| {
+            for (row, wide) in out.chunks_mut(w).zip(wide.chunks(s.wp)) {
+                for (o, &v) in row.iter_mut().zip(wide) {
+                    *o = v + bias;
+                }
+            }
+        });
+    }
+    y
+}
+
+/// `dx[b, ci, window of tap] += Σ_co w[co, ci, tap] · g[b, co]` over the taps, `(b, cin, hp, wp)`.
+pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> {
+    check_grad(grad, weight, s);
+    let plane_in = s.hp * s.wp;
+    let mut dx = vec![0f32; s.b * s.cin * plane_in];
+    let mut wide = vec![0f32; s.cout * s.out().0 * s.wp];
+    for b in 0..s.b {
+        widen(grad, b, s, &mut wide);
+        let dxb = &mut dx[b * s.cin * plane_in..][..s.cin * plane_in];
+        for t in 0..s.kk() {
+            let lhs = Mat { data: weight, offset: t, rows: s.cin, cols: s.cout, rs: s.kk(), cs: s.cin * s.kk() };
+            let rhs = Mat { data: &wide, offset: 0, rows: s.cout, cols: s.n(), rs: s.out().0 * s.wp, cs: 1 };
+            gemm_into(dxb, s.start(t), plane_in, 1, true, lhs, rhs, s.multiply_adds());
+        }
+    }
+    dx
+}
+
+/// `dw[co, ci, tap] = Σ_b Σ g[b, co] · x[b, ci, window of tap]`, `(cout, cin, k, k)`.
+///
+/// Each tap's `(cout, cin)` block is summed contiguously (a GEMM result with unit column
+/// stride), then laid out tap-innermost.
+pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
+    check(x, &[], s);
+    check_grad(grad, &[], s);
+    let (plane_in, block) = (s.hp * s.wp, s.cout * s.cin);
+    let mut per_tap = vec![0f32; s.kk() * block];
+    let mut wide = vec![0f32; s.cout * s.out().0 * s.wp];
+    for b in 0..s.b {
+        widen(grad, b, s, &mut wide);
+        let xb = &x[b * s.cin * plane_in..][..s.cin * plane_in];
+        for t in 0..s.kk() {
+            let lhs = Mat { data: &wide, offset: 0, rows: s.cout, cols: s.n(), rs: s.out().0 * s.wp, cs: 1 };
+            let rhs = Mat { data: xb, offset: s.start(t), rows: s.n(), cols: s.cin, rs: 1, cs: plane_in };
+            gemm_into(&mut per_tap, t * block, s.cin, 1, b > 0, lhs, rhs, s.multiply_adds());
+        }
+    }
+    let mut dw = vec![0f32; s.kk() * block];
+    for (i, d) in dw.chunks_mut(s.kk()).enumerate() {
+        for (t, d) in d.iter_mut().enumerate() {
+            *d = per_tap[t * block + i];
+        }
+    }
+    dw
+}
+
+/// Sample `b` of the gradient `(b, cout, h, w)` at the input's width: zeros past column `w`.
+fn widen(grad: &[f32], b: usize, s: &Taps, wide: &mut [f32]) {
+    let (h, w) = s.out();
+    let gb = &grad[b * s.cout * h * w..][..s.cout * h * w];
+    wide.par_chunks_mut(s.wp).zip(gb.par_chunks(w)).for_each(|(wide, g)| {
+        wide[..w].copy_from_slice(g);
+        wide[w..].fill(0.0);
+    });
+}
+
+fn check(x: &[f32], weight: &[f32], s: &Taps) {
+    assert!(s.k >= 1 && s.d >= 1 && s.hp > s.span() && s.wp > s.span(), "a window inside the input: {s:?}");
+    assert_eq!(x.len(), s.b * s.cin * s.hp * s.wp, "input of {s:?}");
+    assert!(weight.is_empty() || weight.len() == s.cout * s.cin * s.kk(), "weight of {s:?}");
+}
+
+fn check_grad(grad: &[f32], weight: &[f32], s: &Taps) {
+    let (h, w) = s.out();
+    assert_eq!(grad.len(), s.b * s.cout * h * w, "output gradient of {s:?}");
+    assert!(weight.is_empty() || weight.len() == s.cout * s.cin * s.kk(), "weight of {s:?}");
+}
+
+/// A strided matrix view: element `(i, j)` is `data[offset + i·rs + j·cs]`.
+#[derive(Clone, Copy)]
+struct Mat<'a> {
+    data: &'a [f32],
+    offset: usize,
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl Mat<'_> {
+    /// Index one past the last element (`offset` for an empty matrix).
+    fn end(&self) -> usize {
+        if self.rows == 0 || self.cols == 0 {
+            return self.offset;
+        }
+        self.offset + (self.rows - 1) * self.rs + (self.cols - 1) * self.cs + 1
+    }
+}
+
+/// `dst[offset + i·rs + j·cs] (+)= Σ_l lhs(i, l) · rhs(l, j)`: accumulated when `accumulate`,
+/// else overwritten. Parallel over rayon's pool unless the whole convolution is small.
+#[allow(clippy::too_many_arguments)]
+fn gemm_into(
+    dst: &mut [f32],
+    offset: usize,
+    rs: usize,
+    cs: usize,
+    accumulate: bool,
+    lhs: Mat<'_>,
+    rhs: Mat<'_>,
+    work: usize,
+) {
+    let (m, n, k) = (lhs.rows, rhs.cols, lhs.cols);
+    assert_eq!(rhs.rows, k, "inner dimensions");
+    assert!(lhs.end() <= lhs.data.len() && rhs.end() <= rhs.data.len(), "operands inside their slices");
+    let out = Mat { data: &[], offset, rows: m, cols: n, rs, cs };
+    assert!(out.end() <= dst.len(), "result inside its slice");
+    if m == 0 || n == 0 {
+        return;
+    }
+    let parallelism = if work >= 1 << 21 { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
+    // SAFETY: the asserts above put every element that `gemm` reads (lhs: offset + i·rs + l·cs for
+    // i < m, l < k; rhs likewise for l < k, j < n) and writes (dst: offset + i·rs + j·cs for
+    // i < m, j < n) inside its slice; strides are non-negative and at most the slices' lengths,
+    // so they fit in isize; `dst` is borrowed mutably, so it aliases neither operand; and
+    // `gemm` does not keep the pointers past the call. With `read_dst` false it ignores `alpha`
+    // and writes every element of the result.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr().add(offset),
+            cs as isize,
+            rs as isize,
+            accumulate,
+            lhs.data.as_ptr().add(lhs.offset),
+            lhs.cs as isize,
+            lhs.rs as isize,
+            rhs.data.as_ptr().add(rhs.offset),
+            rhs.cs as isize,
+            rhs.rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The three passes by direct loops in float64.
+    fn reference(x: &[f32], w: &[f32], g: &[f32], s: &Taps) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let (h, wo) = s.out();
+        let mut y = vec![0f64; s.b * s.cout * h * wo];
+        let mut dx = vec![0f64; x.len()];
+        let mut dw = vec![0f64; w.len()];
+        for b in 0..s.b {
+            for co in 0..s.cout {
+                for ci in 0..s.cin {
+                    for t in 0..s.kk() {
+                        let (ky, kx) = (t / s.k * s.d, t % s.k * s.d);
+                        let wi = (co * s.cin + ci) * s.kk() + t;
+                        for r in 0..h {
+                            for c in 0..wo {
+                                let yi = ((b * s.cout + co) * h + r) * wo + c;
+                                let xi = ((b * s.cin + ci) * s.hp + r + ky) * s.wp + c + kx;
+                                y[yi] += f64::from(w[wi]) * f64::from(x[xi]);
+                                dx[xi] += f64::from(w[wi]) * f64::from(g[yi]);
+                                dw[wi] += f64::from(g[yi]) * f64::from(x[xi]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (y, dx, dw)
+    }
+
+    fn close(got: &[f32], want: &[f64], what: &str) {
+        let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let err = got.iter().zip(want).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
+        assert!(err <= 1e-5 * scale, "{what}: off by {err:e} of {scale:e}");
+    }
+
+    #[test]
+    fn the_three_passes_match_float64_loops() {
+        let values = |n: usize, seed: f32| (0..n).map(|i| ((i as f32 + seed) * 0.618_034).sin()).collect::<Vec<f32>>();
+        // Past gemm's blocking (channels over 64), dilation 2, batch 2, one row only, 1×1.
+        for s in [
+            Taps { b: 2, cin: 70, cout: 33, k: 3, d: 1, hp: 9, wp: 14 },
+            Taps { b: 1, cin: 5, cout: 80, k: 3, d: 2, hp: 12, wp: 11 },
+            Taps { b: 1, cin: 3, cout: 2, k: 3, d: 1, hp: 3, wp: 7 },
+            Taps { b: 3, cin: 4, cout: 6, k: 1, d: 1, hp: 5, wp: 6 },
+        ] {
+            let (h, w) = s.out();
+            let x = values(s.b * s.cin * s.hp * s.wp, 0.0);
+            let wt = values(s.cout * s.cin * s.kk(), 7.0);
+            let g = values(s.b * s.cout * h * w, 3.0);
+            let bias = values(s.cout, 11.0);
+            let (ry, rdx, rdw) = reference(&x, &wt, &g, &s);
+            let ry: Vec<f64> = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
+            close(&forward(&x, &wt, &bias, &s), &ry, &format!("{s:?} output"));
+            close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
+            close(&weight_gradient(&x, &g, &s), &rdw, &format!("{s:?} weight gradient"));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "input of")]
+    fn a_short_input_is_refused_before_any_gemm() {
+        let s = Taps { b: 1, cin: 2, cout: 2, k: 3, d: 1, hp: 4, wp: 4 };
+        forward(&[0.0; 31], &[0.0; 36], &[0.0; 2], &s);
+    }
+}
