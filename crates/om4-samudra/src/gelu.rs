@@ -26,7 +26,8 @@ use burn::backend::{Autodiff, Flex, TensorMetadata};
 use burn::tensor::{DType, Tensor};
 use rayon::prelude::*;
 
-use crate::erf::{CAP, gelu_capped, gelu_capped_grad};
+use crate::erf::CAP;
+use crate::wide::{self, Width};
 
 /// Elements per rayon task.
 const CHUNK: usize = 1 << 14;
@@ -38,7 +39,7 @@ pub fn capped_gelu(x: Tensor<4>) -> Tensor<4> {
             return Tensor::from_primitive::<Ad>(tracked(t));
         }
         if let Ok(t) = x.clone().try_into_primitive::<Flex>() {
-            return Tensor::from_primitive::<Flex>(map(&t, gelu_capped));
+            return Tensor::from_primitive::<Flex>(map(&t));
         }
     }
     capped_gelu_ops(x)
@@ -53,13 +54,14 @@ pub fn capped_gelu_ops(x: Tensor<4>) -> Tensor<4> {
 
 type Ad = Autodiff<Flex, NoCheckpointing>;
 
-/// `f` of every element, in parallel, into a new contiguous tensor of the same shape.
-fn map(x: &FlexTensor, f: impl Fn(f32) -> f32 + Sync + Copy) -> FlexTensor {
+/// The capped GELU of every element, in parallel, into a new contiguous tensor of the same shape.
+fn map(x: &FlexTensor) -> FlexTensor {
     let x = x.to_contiguous();
     let src: &[f32] = x.as_slice().expect("a contiguous float32 tensor");
     let mut out = FlexTensor::empty(x.shape(), DType::F32);
     let dst: &mut [f32] = out.storage_mut();
-    dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| crate::wide::unary(s, d, f));
+    let width = Width::widest();
+    dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| wide::gelu_capped(width, s, d));
     out
 }
 
@@ -68,10 +70,10 @@ fn tracked(x: FloatTensor<Ad>) -> FloatTensor<Ad> {
     match CappedGelu.prepare::<NoCheckpointing>([x.node()]).compute_bound().stateful() {
         OpsKind::Tracked(prep) => {
             let x = x.into_primitive();
-            let y = map(&x, gelu_capped);
+            let y = map(&x);
             prep.finish(x, y)
         }
-        OpsKind::UnTracked(prep) => prep.finish(map(&x.into_primitive(), gelu_capped)),
+        OpsKind::UnTracked(prep) => prep.finish(map(&x.into_primitive())),
     }
 }
 
@@ -90,9 +92,10 @@ impl Backward<Flex, 1> for CappedGelu {
             (x.as_slice().expect("a contiguous float32 tensor"), grad.as_slice().expect("a contiguous float32 tensor"));
         let mut out = FlexTensor::empty(x.shape(), DType::F32);
         let dst: &mut [f32] = out.storage_mut();
+        let width = Width::widest();
         dst.par_chunks_mut(CHUNK)
             .zip(src.par_chunks(CHUNK).zip(g.par_chunks(CHUNK)))
-            .for_each(|(d, (s, g))| crate::wide::binary(s, g, d, gelu_capped_grad));
+            .for_each(|(d, (s, g))| wide::gelu_capped_grad(width, s, g, d));
         grads.register::<Flex>(node.id, out);
     }
 }
@@ -108,7 +111,7 @@ mod tests {
         let data: Vec<f32> =
             (0..n).map(|i| (i as f32 * 0.618_034).sin() * 12.0 + ((i % 7) as f32 - 3.0) * 0.25).collect();
         let x = FlexTensor::from_data(burn::tensor::TensorData::new(data.clone(), [n]));
-        let out = map(&x, gelu_capped);
+        let out = map(&x);
         let got: &[f32] = out.as_slice().expect("contiguous");
         for (i, (&g, &v)) in got.iter().zip(&data).enumerate() {
             assert_eq!(g.to_bits(), gelu_capped(v).to_bits(), "element {i}");

@@ -25,7 +25,8 @@ pub(crate) fn keep_freed_memory() {
         if tuned {
             return;
         }
-        for (param, value) in [(libc::M_MMAP_MAX, 0), (libc::M_TRIM_THRESHOLD, i32::MAX), (libc::M_TOP_PAD, 256 << 20)] {
+        for (param, value) in [(libc::M_MMAP_MAX, 0), (libc::M_TRIM_THRESHOLD, i32::MAX), (libc::M_TOP_PAD, 256 << 20)]
+        {
             // SAFETY: `mallopt` takes two integers and changes only malloc's own parameters,
             // under malloc's lock; every value is in the range glibc documents for its
             // parameter. It returns 0 when it refuses a value, which leaves that setting as it

@@ -309,7 +309,8 @@ fn drive<S: om4_burn::BatchSource>(
     if !quiet {
         let ranks = if world > 1 { format!(" per rank, {world} ranks") } else { String::new() };
         // On the CPU the step's kernels run on rayon's pool: say how many threads it has.
-        let threads = if gpu { String::new() } else { format!(", the step on {} CPU threads", rayon::current_num_threads()) };
+        let threads =
+            if gpu { String::new() } else { format!(", the step on {} CPU threads", rayon::current_num_threads()) };
         println!("{header}{ranks}, {} batches/epoch{threads}", trainer.train_batches());
     }
     let started = Instant::now();
