@@ -40,6 +40,7 @@ mod error;
 mod gelu;
 mod loss;
 pub mod model;
+mod norm;
 mod parallel;
 mod rollout;
 mod run;

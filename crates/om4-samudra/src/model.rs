@@ -18,6 +18,7 @@ use burn::tensor::ops::AvgPoolOptions;
 pub use crate::conv::{conv, tap_gemms};
 pub use crate::erf::{erf, gelu_capped, gelu_capped_grad};
 pub use crate::gelu::{capped_gelu, capped_gelu_ops};
+pub use crate::norm::{instance_norm, instance_norm_ops};
 use burn::tensor::{Bool, Device, FloatDType, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
@@ -261,21 +262,6 @@ impl Norm {
             (None, None) => x,
         }
     }
-}
-
-/// Instance norm without affine parameters, `(x − mean) / sqrt(var + eps)` per sample and
-/// channel over the plane, with the biased variance, as PyTorch's `InstanceNorm2d`.
-///
-/// Both statistics are reduced row by row and then over the rows (a mean of row means; every row
-/// has the same length, so it is the plane's mean), not in one pass over the whole plane: at 1°
-/// a plane is 64 800 values, and one long float32 sum loses about 30 times more than these two
-/// short ones (`instance_norm_is_as_precise_as_float64_at_1deg`). The variance is taken about the
-/// mean (two passes), never as `E[x²] − E[x]²`.
-pub fn instance_norm(x: Tensor<4>, epsilon: f64) -> Tensor<4> {
-    let mean = x.clone().mean_dim(3).mean_dim(2);
-    let centered = x - mean;
-    let var = centered.clone().powi_scalar(2).mean_dim(3).mean_dim(2);
-    centered / (var + epsilon).sqrt()
 }
 
 /// Batch norm in training mode as PyTorch computes it: normalize with the batch's biased

@@ -1,0 +1,141 @@
+//! Instance norm without affine parameters, `(x − mean) / sqrt(var + eps)` per sample and channel
+//! over the plane, with the biased variance, as PyTorch's `InstanceNorm2d`.
+//!
+//! On flex (float32) it is one operation of its own, forward and backward, each a few passes
+//! over a plane per rayon task: the statistics in float64 (the mean, then the variance about it),
+//! the normalized values written once; the backward from the saved output `y` and `σ`,
+//! `dx = (g − mean(g) − y · mean(g·y)) / σ` (the exact derivative, ε included, as `σ` is the
+//! same `sqrt(var + ε)`). Burn's tensor operations (what runs elsewhere, [`instance_norm_ops`])
+//! take five allocations and passes forward and about twice that backward under autodiff.
+//!
+//! Precision: at 1° a plane is 64 800 values, where one long float32 sum loses about 30 times
+//! more than two short ones; the fused operation sums in float64, the tensor form row by row
+//! and then over the rows. Both stay within 4 float32 ulps of 1 of a float64 computation
+//! (`tests/model.rs`), the variance always about the mean, never `E[x²] − E[x]²`.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Flex, TensorMetadata};
+use burn::tensor::{DType, Tensor};
+use rayon::prelude::*;
+
+type Ad = Autodiff<Flex, NoCheckpointing>;
+
+/// Instance norm of `x` `(B, C, H, W)` (see the module documentation).
+pub fn instance_norm(x: Tensor<4>, epsilon: f64) -> Tensor<4> {
+    if x.dtype() == DType::F32 {
+        if let Ok(t) = x.clone().try_into_primitive::<Ad>() {
+            return Tensor::from_primitive::<Ad>(tracked(t, epsilon));
+        }
+        if let Ok(t) = x.clone().try_into_primitive::<Flex>() {
+            return Tensor::from_primitive::<Flex>(forward(&t, epsilon).0);
+        }
+    }
+    instance_norm_ops(x, epsilon)
+}
+
+/// Instance norm as Burn's tensor operations, on any backend: both statistics reduced row by row
+/// and then over the rows (a mean of row means; every row has the same length, so it is the
+/// plane's mean).
+pub fn instance_norm_ops(x: Tensor<4>, epsilon: f64) -> Tensor<4> {
+    let mean = x.clone().mean_dim(3).mean_dim(2);
+    let centered = x - mean;
+    let var = centered.clone().powi_scalar(2).mean_dim(3).mean_dim(2);
+    centered / (var + epsilon).sqrt()
+}
+
+fn tracked(x: FloatTensor<Ad>, epsilon: f64) -> FloatTensor<Ad> {
+    match InstanceNorm.prepare::<NoCheckpointing>([x.node()]).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => {
+            let (y, sigma) = forward(&x.into_primitive(), epsilon);
+            prep.finish((y.clone(), sigma), y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(forward(&x.into_primitive(), epsilon).0),
+    }
+}
+
+/// The normalized tensor and each plane's `σ = sqrt(var + ε)`.
+fn forward(x: &FlexTensor, epsilon: f64) -> (FlexTensor, Vec<f32>) {
+    let x = x.to_contiguous();
+    let [b, c, h, w] = x.shape().dims::<4>();
+    let plane = h * w;
+    let src: &[f32] = x.as_slice().expect("a contiguous float32 tensor");
+    let mut out = FlexTensor::empty(x.shape(), DType::F32);
+    let mut sigma = vec![0f32; b * c];
+    if plane > 0 {
+        let dst: &mut [f32] = out.storage_mut();
+        dst.par_chunks_mut(plane).zip(src.par_chunks(plane)).zip(sigma.par_iter_mut()).for_each(|((y, x), s)| {
+            *s = normalize(x, y, epsilon);
+        });
+    }
+    (out, sigma)
+}
+
+/// One plane: `y = (x − mean) / σ`; returns `σ`.
+fn normalize(x: &[f32], y: &mut [f32], epsilon: f64) -> f32 {
+    let n = x.len() as f64;
+    let mean = sum(x, x, |v, _| f64::from(v)) / n;
+    let var = sum(x, x, |v, _| (f64::from(v) - mean).powi(2)) / n;
+    let (mean, sigma) = (mean as f32, (var + epsilon).sqrt() as f32);
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = (x - mean) / sigma;
+    }
+    sigma
+}
+
+/// One plane's data gradient from the output `y`, its gradient `g` and `σ`.
+fn data_gradient(y: &[f32], g: &[f32], sigma: f32, dx: &mut [f32]) {
+    let n = y.len() as f64;
+    let mean_g = (sum(g, g, |g, _| f64::from(g)) / n) as f32;
+    let mean_gy = (sum(g, y, |g, y| f64::from(g) * f64::from(y)) / n) as f32;
+    for ((dx, &g), &y) in dx.iter_mut().zip(g).zip(y) {
+        *dx = (g - mean_g - y * mean_gy) / sigma;
+    }
+}
+
+/// `Σ f(a[i], b[i])` in float64, in eight running sums (one per lane of a fixed order, so that
+/// the loop vectorizes where a single running sum would wait on each addition).
+fn sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
+    let mut lanes = [0f64; 8];
+    let head = a.len() / 8 * 8;
+    for (a, b) in a[..head].chunks_exact(8).zip(b[..head].chunks_exact(8)) {
+        for k in 0..8 {
+            lanes[k] += f(a[k], b[k]);
+        }
+    }
+    let rest: f64 = a[head..].iter().zip(&b[head..]).map(|(&a, &b)| f(a, b)).sum();
+    lanes.iter().sum::<f64>() + rest
+}
+
+#[derive(Debug)]
+struct InstanceNorm;
+
+impl Backward<Flex, 1> for InstanceNorm {
+    /// The output and each plane's `σ`.
+    type State = (FlexTensor, Vec<f32>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let Some(node) = node else { return };
+        let (y, sigma) = ops.state;
+        let (y, grad) = (y.to_contiguous(), grad.to_contiguous());
+        let [_, _, h, w] = y.shape().dims::<4>();
+        let plane = h * w;
+        let (ys, gs): (&[f32], &[f32]) =
+            (y.as_slice().expect("a contiguous float32 tensor"), grad.as_slice().expect("a contiguous float32 tensor"));
+        let mut out = FlexTensor::empty(y.shape(), DType::F32);
+        if plane > 0 {
+            let dst: &mut [f32] = out.storage_mut();
+            dst.par_chunks_mut(plane)
+                .zip(ys.par_chunks(plane).zip(gs.par_chunks(plane)))
+                .zip(sigma.par_iter())
+                .for_each(|((dx, (y, g)), &s)| data_gradient(y, g, s, dx));
+        }
+        grads.register::<Flex>(node.id, out);
+    }
+}
