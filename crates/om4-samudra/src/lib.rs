@@ -11,8 +11,9 @@
 //!   checks). Its step's parts are public ([`LossTargets`], [`gradients`], [`optimizer`]) for
 //!   benchmarks and custom loops.
 //! - On Burn's CPU backend the network's hot spots run on om4's own paths: 1×1 convolutions as
-//!   matrix products, the k×k weight gradient as k² GEMMs ([`model::conv`]), the capped GELU as
-//!   one parallel pass ([`model::capped_gelu`]), longitude padding by slices; elsewhere Burn's
+//!   matrix products, every pass of a k×k convolution as k² GEMMs ([`model::conv`]), the capped
+//!   GELU as one parallel, vectorized pass ([`model::capped_gelu`]), instance norm as one
+//!   operation ([`model::instance_norm`]), longitude padding by slices; elsewhere Burn's
 //!   operations.
 //! - [`DataParallel`]: a trainer as one rank of a distributed run over any
 //!   `om4_mpi::Collective` (ranks as threads, or MPI with om4-mpi's `mpi`): upstream's DDP schedule slice per rank and

@@ -1,5 +1,5 @@
 //! The network's fast paths against simple references: the convolutions (1×1 as a matrix
-//! product, k×k with the weight gradient as GEMMs) against float64 loops, forward and every
+//! product, k×k as per-tap GEMMs in all three passes) against float64 loops, forward and every
 //! gradient; the longitude padding by slices against the padding by index, and the capped GELU
 //! against its composition from Burn's operations, bit for bit; the GPU backends' GELU (tensor
 //! operations) against the exact derivative; the fused instance norm and its gradient against
