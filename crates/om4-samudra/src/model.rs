@@ -18,7 +18,7 @@ use burn::tensor::ops::AvgPoolOptions;
 pub use crate::conv::{conv, tap_gemms};
 pub use crate::erf::{erf, gelu_capped, gelu_capped_grad};
 pub use crate::gelu::{capped_gelu, capped_gelu_ops};
-pub use crate::norm::{instance_norm, instance_norm_ops};
+pub use crate::norm::{instance_norm, instance_norm_gelu, instance_norm_ops};
 use burn::tensor::{Bool, Device, FloatDType, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
@@ -302,6 +302,15 @@ fn normalize(norm: &Norm, x: Tensor<4>) -> Tensor<4> {
     }
 }
 
+/// `capped_gelu(normalize(norm, x))`: with instance norm on a float32 input one operation
+/// ([`instance_norm_gelu`], the same values and gradients bit for bit).
+fn normalize_gelu(norm: &Norm, x: Tensor<4>) -> Tensor<4> {
+    match (&norm.batch, &norm.instance) {
+        (None, Some(n)) if x.dtype() == burn::tensor::DType::F32 => instance_norm_gelu(x, n.epsilon),
+        _ => capped_gelu(normalize(norm, x)),
+    }
+}
+
 /// One ConvNeXt block.
 #[derive(Module, Debug)]
 pub struct ConvNextBlock {
@@ -337,8 +346,8 @@ impl ConvNextBlock {
             Some(s) => convolve(s, x.clone(), bf16),
             None => x.clone(),
         };
-        let h = capped_gelu(normalize(&self.norm1, convolve(&self.conv1, pad_lonlat(x, self.pad), bf16)));
-        let h = capped_gelu(normalize(&self.norm2, convolve(&self.conv2, pad_lonlat(h, self.pad), bf16)));
+        let h = normalize_gelu(&self.norm1, convolve(&self.conv1, pad_lonlat(x, self.pad), bf16));
+        let h = normalize_gelu(&self.norm2, convolve(&self.conv2, pad_lonlat(h, self.pad), bf16));
         skip + convolve(&self.project, h, bf16)
     }
 }

@@ -3,12 +3,13 @@
 //! gradient; the longitude padding by slices against the padding by index, and the capped GELU
 //! against its composition from Burn's operations, bit for bit; the GPU backends' GELU (tensor
 //! operations) against the exact derivative; the fused instance norm and its gradient against
-//! float64 and against the tensor-operation form.
+//! float64 and against the tensor-operation form, and instance norm fused with the GELU against
+//! the two in turn, bit for bit.
 
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use om4_samudra::model::{
-    capped_gelu, capped_gelu_ops, conv, gelu_capped, gelu_capped_grad, instance_norm, instance_norm_ops, pad_lonlat,
-    tap_gemms, wrap_longitude,
+    capped_gelu, capped_gelu_ops, conv, gelu_capped, gelu_capped_grad, instance_norm, instance_norm_gelu,
+    instance_norm_ops, pad_lonlat, tap_gemms, wrap_longitude,
 };
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
@@ -243,4 +244,40 @@ fn instance_norm_and_its_gradient_match_float64() {
     let plain = Tensor::<4>::from_data(TensorData::new(x.clone(), [b, c, h, w]), &Device::flex());
     let y = values(instance_norm(plain, eps));
     assert!(max_rel(&y, &y_ref) < 1e-5, "without autodiff: {}", max_rel(&y, &y_ref));
+}
+
+/// Instance norm fused with the capped GELU equals the two operations in turn bit for bit,
+/// values and the data gradient, under autodiff and without: planes longer than the fused
+/// operation's blocks and not a multiple of eight long, batch 2, and a plane with an outlier
+/// whose normalized value passes the cap (where the gradient is zero).
+#[test]
+fn instance_norm_fused_with_the_gelu_equals_the_two_in_turn_bit_for_bit() {
+    let (b, c, h, w) = (2usize, 3usize, 37usize, 61usize);
+    let plane = h * w;
+    let x: Vec<f32> = (0..b * c * plane)
+        .map(|i| match (i / plane, i % plane) {
+            (2, 100) => 1e4,
+            (2, _) => (i as f32 * 0.01).sin() * 0.1,
+            (p, _) => p as f32 + (i as f32 * 0.731).sin() * 2.0,
+        })
+        .collect();
+    let g: Vec<f32> = (0..x.len()).map(|i| (i as f32 * 0.377).cos()).collect();
+    let device = Device::flex().autodiff();
+    let run = |fused: bool| {
+        let xt = Tensor::<4>::from_data(TensorData::new(x.clone(), [b, c, h, w]), &device).require_grad();
+        let gt = Tensor::<4>::from_data(TensorData::new(g.clone(), [b, c, h, w]), &device);
+        let z = if fused { instance_norm_gelu(xt.clone(), 1e-5) } else { capped_gelu(instance_norm(xt.clone(), 1e-5)) };
+        let grads = (z.clone() * gt).sum().backward();
+        (values(z.inner()), values(xt.grad(&grads).unwrap()))
+    };
+    let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let ((z_fused, dx_fused), (z_two, dx_two)) = (run(true), run(false));
+    assert!(z_two.contains(&10.0), "the outlier reaches the cap");
+    assert_eq!(bits(&z_fused), bits(&z_two), "values");
+    assert_eq!(bits(&dx_fused), bits(&dx_two), "gradients");
+    let plain = || Tensor::<4>::from_data(TensorData::new(x.clone(), [b, c, h, w]), &Device::flex());
+    assert_eq!(
+        bits(&values(instance_norm_gelu(plain(), 1e-5))),
+        bits(&values(capped_gelu(instance_norm(plain(), 1e-5))))
+    );
 }
