@@ -8,6 +8,9 @@
 //! same `sqrt(var + ε)`). Burn's tensor operations (what runs elsewhere, [`instance_norm_ops`])
 //! take five allocations and passes forward and about twice that backward under autodiff.
 //!
+//! The network's blocks apply the capped GELU right after it: [`instance_norm_gelu`] is the two
+//! as one operation that never writes the normalized tensor, equal to them bit for bit.
+//!
 //! Precision: at 1° a plane is 64 800 values, where one long float32 sum loses about 30 times
 //! more than two short ones; the fused operation sums in float64, the tensor form row by row
 //! and then over the rows. Both stay within 4 float32 ulps of 1 of a float64 computation
