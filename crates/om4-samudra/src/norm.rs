@@ -160,19 +160,7 @@ impl Backward<Flex, 1> for InstanceNorm {
         let grad = grads.consume::<Flex>(&ops.node);
         let Some(node) = node else { return };
         let (y, sigma) = ops.state;
-        let (y, grad) = (y.to_contiguous(), grad.to_contiguous());
-        let [_, _, h, w] = y.shape().dims::<4>();
-        let plane = h * w;
-        let (ys, gs): (&[f32], &[f32]) =
-            (y.as_slice().expect("a contiguous float32 tensor"), grad.as_slice().expect("a contiguous float32 tensor"));
-        let mut out = FlexTensor::empty(y.shape(), DType::F32);
-        if plane > 0 {
-            let dst: &mut [f32] = out.storage_mut();
-            dst.par_chunks_mut(plane)
-                .zip(ys.par_chunks(plane).zip(gs.par_chunks(plane)))
-                .zip(sigma.par_iter())
-                .for_each(|((dx, (y, g)), &s)| data_gradient(y, g, s, dx));
-        }
+        let out = per_plane(&y, &grad, &sigma, |y, g, &s, dx| data_gradient(y, g, s, dx));
         grads.register::<Flex>(node.id, out);
     }
 }
@@ -269,20 +257,33 @@ impl Backward<Flex, 1> for InstanceNormGelu {
         let grad = grads.consume::<Flex>(&ops.node);
         let Some(node) = node else { return };
         let (x, stats) = ops.state;
-        let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
-        let [_, _, h, w] = x.shape().dims::<4>();
-        let plane = h * w;
-        let (xs, gs): (&[f32], &[f32]) =
-            (x.as_slice().expect("a contiguous float32 tensor"), grad.as_slice().expect("a contiguous float32 tensor"));
-        let mut out = FlexTensor::empty(x.shape(), DType::F32);
-        if plane > 0 {
-            let width = Width::widest();
-            let dst: &mut [f32] = out.storage_mut();
-            dst.par_chunks_mut(plane)
-                .zip(xs.par_chunks(plane).zip(gs.par_chunks(plane)))
-                .zip(stats.par_iter())
-                .for_each(|((dx, (x, g)), &st)| fused_data_gradient(x, g, st, width, dx));
-        }
+        let width = Width::widest();
+        let out = per_plane(&x, &grad, &stats, |x, g, &st, dx| fused_data_gradient(x, g, st, width, dx));
         grads.register::<Flex>(node.id, out);
     }
+}
+
+/// A backward pass plane by plane: `f(saved plane, its output gradient, its statistics, the input
+/// gradient's plane)` for every plane of an NCHW float32 `saved` tensor and its gradient, in
+/// parallel.
+fn per_plane<S: Sync>(
+    saved: &FlexTensor,
+    grad: &FlexTensor,
+    stats: &[S],
+    f: impl Fn(&[f32], &[f32], &S, &mut [f32]) + Sync,
+) -> FlexTensor {
+    let (saved, grad) = (saved.to_contiguous(), grad.to_contiguous());
+    let [_, _, h, w] = saved.shape().dims::<4>();
+    let plane = h * w;
+    let (ss, gs): (&[f32], &[f32]) =
+        (saved.as_slice().expect("a contiguous float32 tensor"), grad.as_slice().expect("a contiguous float32 tensor"));
+    let mut out = FlexTensor::empty(saved.shape(), DType::F32);
+    if plane > 0 {
+        let dst: &mut [f32] = out.storage_mut();
+        dst.par_chunks_mut(plane)
+            .zip(ss.par_chunks(plane).zip(gs.par_chunks(plane)))
+            .zip(stats.par_iter())
+            .for_each(|((dx, (s, g)), st)| f(s, g, st, dx));
+    }
+    out
 }

@@ -14,26 +14,33 @@
 //! `GLIBC_TUNABLES` or the `MALLOC_*_` variables set leaves it alone). This module holds the
 //! crate's only `unsafe`: the `mallopt` calls.
 
-/// Keep freed memory in the process (see the module documentation); a no-op elsewhere.
+/// Keep freed memory in the process (see the module documentation); a no-op elsewhere, and after
+/// the first call (`om4-train train` reaches it through the command line and the job both).
 pub(crate) fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        let tuned = std::env::vars_os().any(|(key, _)| {
-            let key = key.to_string_lossy();
-            key == "GLIBC_TUNABLES" || (key.starts_with("MALLOC_") && key.ends_with('_'))
-        });
-        if tuned {
-            return;
-        }
-        for (param, value) in [(libc::M_MMAP_MAX, 0), (libc::M_TRIM_THRESHOLD, i32::MAX), (libc::M_TOP_PAD, 256 << 20)]
-        {
-            // SAFETY: `mallopt` takes two integers and changes only malloc's own parameters,
-            // under malloc's lock; every value is in the range glibc documents for its
-            // parameter. It returns 0 when it refuses a value, which leaves that setting as it
-            // was (still a correct allocator), so the result needs no handling.
-            unsafe {
-                libc::mallopt(param, value);
-            }
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(set);
+    }
+}
+
+/// glibc's settings, unless the user tuned malloc.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set() {
+    let tuned = std::env::vars_os().any(|(key, _)| {
+        let key = key.to_string_lossy();
+        key == "GLIBC_TUNABLES" || (key.starts_with("MALLOC_") && key.ends_with('_'))
+    });
+    if tuned {
+        return;
+    }
+    for (param, value) in [(libc::M_MMAP_MAX, 0), (libc::M_TRIM_THRESHOLD, i32::MAX), (libc::M_TOP_PAD, 256 << 20)] {
+        // SAFETY: `mallopt` takes two integers and changes only malloc's own parameters,
+        // under malloc's lock; every value is in the range glibc documents for its
+        // parameter. It returns 0 when it refuses a value, which leaves that setting as it
+        // was (still a correct allocator), so the result needs no handling.
+        unsafe {
+            libc::mallopt(param, value);
         }
     }
 }
