@@ -6,8 +6,8 @@ in turn for the same number of optimizer steps, round after round, alternating w
 first, so both see the same machine load. A step is the same work on both sides: an
 autoregressive rollout of --steps forward passes of the same network on the same grid, masked
 MSE, backward, gradient clipping to norm 1, Adam. Prints a Markdown table (median and p95 of
-the step, and om4/PyTorch of the medians with the range of the per-round ratios) and writes the
-rounds as JSON.
+the step, om4/PyTorch of the medians with the range of the per-round ratios, and the threads
+each side's step ran on) and writes the rounds as JSON.
 
     python3 benches/step/step.py --upstream-src DIR/src [--case tiny:90x180:1 ...] [--rounds 5]
 
@@ -153,13 +153,15 @@ def main() -> None:
         results.append(run_case(case, args, python, om4))
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"results": results, "cpus": os.cpu_count()}, indent=1))
-    print(f"| case | om4 median (p95) s | PyTorch median (p95) s | om4 / PyTorch (rounds) | om4 first step s |")
-    print("|---|---|---|---|---|")
+    print(f"| case | om4 median (p95) s | PyTorch median (p95) s | om4 / PyTorch (rounds) | om4 first step s "
+          f"| threads, om4 / PyTorch |")
+    print("|---|---|---|---|---|---|")
     for r in results:
         lo, hi = min(r["round_ratios"]), max(r["round_ratios"])
         print(f"| {r['preset']} {r['grid']} batch {r['batch']} {r['dtype']} | {r['om4']['median']:.3f} "
               f"({r['om4']['p95']:.3f}) | {r['pytorch']['median']:.3f} ({r['pytorch']['p95']:.3f}) | "
-              f"{r['ratio']:.2f}x ({lo:.2f}-{hi:.2f}) | {r['om4']['first']:.2f} |")
+              f"{r['ratio']:.2f}x ({lo:.2f}-{hi:.2f}) | {r['om4']['first']:.2f} "
+              f"| {r['om4']['threads']} / {r['pytorch']['threads']} |")
 
 
 if __name__ == "__main__":
