@@ -14,9 +14,8 @@
 #
 # Burn's `wgpu` feature (WGSL through naga) runs on lavapipe; its `vulkan` feature (cubecl's
 # SPIR-V) crashes lavapipe's pipeline creation (docs/gpu.md). The build is the debug profile with
-# Burn's CPU crates optimized (Cargo.toml's dev profile) and --workspace; Burn's GPU features
-# rebuild Burn's and om4's crates, and om4-testkit pins what they turn on in the crates everything
-# shares, so the rest is the test build's. OM4_EXTRA_BUILD adds arguments
+# Burn's CPU crates optimized (Cargo.toml's dev profile) and --workspace; Burn's GPU crates change
+# the features of crates all of Burn shares, so it is a full build. OM4_EXTRA_BUILD adds arguments
 # to it: CI's `--features om4/s3 --example train_samudra` makes it resolve features as its S3
 # step's test builds do (dev-dependencies on), which then reuse it.
 #
