@@ -14,15 +14,17 @@
 #
 # Burn's `wgpu` feature (WGSL through naga) runs on lavapipe; its `vulkan` feature (cubecl's
 # SPIR-V) crashes lavapipe's pipeline creation (docs/gpu.md). The build is the debug profile with
-# Burn's CPU crates optimized (Cargo.toml's dev profile) and --workspace; Burn's GPU crates change
-# the features of crates all of Burn shares, so it is a full build. OM4_EXTRA_BUILD adds arguments
-# to it: CI's `--features om4/s3 --example train_samudra` makes it resolve features as its S3
-# step's test builds do (dev-dependencies on), which then reuse it.
+# Burn's CPU crates optimized (Cargo.toml's dev profile) and --workspace; Burn's GPU features
+# change the features of crates everything shares, on the target side and on the host side
+# (proc macros and build scripts), so nearly every crate builds again. OM4_EXTRA_BUILD adds
+# arguments to the build: CI's `--features om4/s3 --example train_samudra` makes it resolve
+# features as its S3 step's test builds do (dev-dependencies on), which then reuse it.
 #
 # OM4_SOFTWARE_GPU_LEVEL sets cubecl's autotune level for both checks. Default minimal: on a CPU
 # device tuning is mostly llvmpipe compiling each candidate kernel, and minimal's coarser shape
-# keys tune fewer of them (the ops check from cold caches on 2 cores: 315 s at minimal, 462-483 s
-# at balanced). Autotune itself stays on, as users get it.
+# keys tune fewer of them (the ops check from cold caches on 2 cores, measured alone: 315 s at
+# minimal, 462-483 s at balanced; 457 s at minimal inside one CI run). Autotune itself stays on,
+# as users get it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rtol=${OM4_SOFTWARE_GPU_RTOL:-1e-3}

@@ -108,14 +108,15 @@ def main() -> None:
                 got["step"] = {"median_s": j["step_s_median"], "times": j["times"], "threads": j["threads"],
                                "wall_s": wall, "cpu_s": cpu}
             else:
-                header = re.search(r"^training .*", out, re.M)
+                header = re.search(r"^training .*the step on (\d+) CPU threads", out, re.M)
                 per_batch = re.search(r"first batch ([\d.]+) s .*?, ([\d.]+) s per batch after it", out)
                 epoch = re.search(r"data wait p50 ([\d.]+) ms p95 ([\d.]+) ms", out)
                 if not (header and per_batch and epoch):
                     sys.exit(f"unexpected output of {' '.join(train_argv)}:\n{out}")
-                got["train"] = {"header": header.group(0), "first_s": float(per_batch.group(1)),
-                                "per_batch_s": float(per_batch.group(2)), "wait_p50_ms": float(epoch.group(1)),
-                                "wait_p95_ms": float(epoch.group(2)), "wall_s": wall, "cpu_s": cpu}
+                got["train"] = {"header": header.group(0), "threads": int(header.group(1)),
+                                "first_s": float(per_batch.group(1)), "per_batch_s": float(per_batch.group(2)),
+                                "wait_p50_ms": float(epoch.group(1)), "wait_p95_ms": float(epoch.group(2)),
+                                "wall_s": wall, "cpu_s": cpu}
         ratio = got["train"]["per_batch_s"] / got["step"]["median_s"]
         print(f"round {r + 1}/{args.rounds}: step {got['step']['median_s']:.3f} s, epoch "
               f"{got['train']['per_batch_s']:.3f} s per batch ({ratio:.3f}x)", file=sys.stderr, flush=True)
@@ -126,14 +127,14 @@ def main() -> None:
                       indent=1)
     args.json.write_text(text.replace(f"{ROOT}/", ""))
     print(rounds[0]["train"]["header"])
-    print("| round | step median s (threads) | epoch s per batch after the first | epoch / step "
+    print("| round | step median s (threads) | epoch s per batch after the first (threads) | epoch / step "
           "| data wait p50 / p95 ms | CPU use, step / train process |")
     print("|---|---|---|---|---|---|")
     for i, r in enumerate(rounds):
         s, t = r["step"], r["train"]
-        print(f"| {i + 1} | {s['median_s']:.3f} ({s['threads']}) | {t['per_batch_s']:.3f} | {r['ratio']:.3f}x "
-              f"| {t['wait_p50_ms']:.2f} / {t['wait_p95_ms']:.2f} | {s['cpu_s'] / s['wall_s']:.2f} / "
-              f"{t['cpu_s'] / t['wall_s']:.2f} |")
+        print(f"| {i + 1} | {s['median_s']:.3f} ({s['threads']}) | {t['per_batch_s']:.3f} ({t['threads']}) "
+              f"| {r['ratio']:.3f}x | {t['wait_p50_ms']:.2f} / {t['wait_p95_ms']:.2f} "
+              f"| {s['cpu_s'] / s['wall_s']:.2f} / {t['cpu_s'] / t['wall_s']:.2f} |")
     print(f"median epoch / step: {statistics.median(r['ratio'] for r in rounds):.3f}x")
 
 
