@@ -233,10 +233,11 @@ fn train(args: TrainArgs, parallel: om4_samudra::DataParallel) -> Result<(), Box
     );
     // On CUDA, the loaders stage batches in pinned host memory of the device's own context, which
     // cubecl DMAs without a copy.
-    let om4_burn::TrainingDevice { device, staging, name } = crate::device::open(&args.device, args.autotune_level)?;
+    let device = crate::device::open(&args.device, args.autotune_level)?;
+    let setup = Setup { args: &args, run: &run, splits: &splits, config, model, device, parallel, header };
     #[cfg(feature = "mpi")]
     if args.sharded {
-        if !matches!(parallel, om4_samudra::DataParallel::Rank(_)) {
+        if !matches!(setup.parallel, om4_samudra::DataParallel::Rank(_)) {
             return Err("--sharded needs --mpi".into());
         }
         // The planes of both splits, spread over the ranks' memory (DDStore); collective.
@@ -252,33 +253,44 @@ fn train(args: TrainArgs, parallel: om4_samudra::DataParallel) -> Result<(), Box
                 train_src.fill_time().as_secs_f64() + val_src.fill_time().as_secs_f64()
             );
         }
-        let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
-            .data(&run.data, &splits)
-            .device(device)
-            .staging(staging)
-            .parallel(parallel.clone());
-        let trainer = resident(trainer, args.resident_gb)?.build()?;
-        return drive(trainer, &args, name.is_gpu(), parallel, &config, header);
+        return setup.train(train_src, val_src);
     }
-    let (train_src, val_src) = (std::sync::Arc::new(splits.train.clone()), std::sync::Arc::new(splits.val.clone()));
-    let trainer = Trainer::builder(config.clone(), model, train_src, val_src)
-        .data(&run.data, &splits)
-        .device(device)
-        .staging(staging)
-        .parallel(parallel.clone());
-    let trainer = resident(trainer, args.resident_gb)?.build()?;
-    drive(trainer, &args, name.is_gpu(), parallel, &config, header)
+    setup.train(std::sync::Arc::new(splits.train.clone()), std::sync::Arc::new(splits.val.clone()))
 }
 
-/// The builder with the training split resident within `gb` GB, if asked.
-fn resident<S: om4_burn::BatchSource>(
-    builder: om4_samudra::TrainerBuilder<S>,
-    gb: Option<f64>,
-) -> Result<om4_samudra::TrainerBuilder<S>, Box<dyn std::error::Error>> {
-    match gb {
-        None => Ok(builder),
-        Some(gb) if gb.is_finite() && gb > 0.0 => Ok(builder.resident((gb * 1e9) as u64)),
-        Some(gb) => Err(format!("--resident-gb {gb}: expected a positive number of GB").into()),
+/// Everything a training run is built from but its two sources (the store's splits, or their
+/// planes sharded over MPI ranks).
+struct Setup<'a> {
+    args: &'a TrainArgs,
+    run: &'a RunConfig,
+    splits: &'a om4_store::DataSplits,
+    config: TrainConfig,
+    model: om4_samudra::SamudraConfig,
+    device: om4_burn::TrainingDevice,
+    parallel: om4_samudra::DataParallel,
+    header: String,
+}
+
+impl Setup<'_> {
+    /// Builds the trainer over `train` and `val` (the training split resident on the device if
+    /// `--resident-gb` asks) and trains.
+    fn train<S: om4_burn::BatchSource>(
+        self,
+        train: std::sync::Arc<S>,
+        val: std::sync::Arc<S>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let om4_burn::TrainingDevice { device, staging, name } = self.device;
+        let mut builder = Trainer::builder(self.config.clone(), self.model, train, val)
+            .data(&self.run.data, self.splits)
+            .device(device)
+            .staging(staging)
+            .parallel(self.parallel.clone());
+        match self.args.resident_gb {
+            None => {}
+            Some(gb) if gb.is_finite() && gb > 0.0 => builder = builder.resident((gb * 1e9) as u64),
+            Some(gb) => return Err(format!("--resident-gb {gb}: expected a positive number of GB").into()),
+        }
+        drive(builder.build()?, self.args, name.is_gpu(), self.parallel, &self.config, self.header)
     }
 }
 
