@@ -6,6 +6,8 @@
 #
 #   scripts/python-check.sh                       # build (debug profile), install, om4's tests
 #   scripts/python-check.sh --release             # the same with an optimized build
+#   scripts/python-check.sh --venv-only           # only make the venv (CI makes it in the
+#                                                 # background while Rust builds)
 #   scripts/python-check.sh --upstream-src DIR    # and upstream's own tests against om4's module:
 #       DIR/rust/crab_load/tests/test_extension.py in the same venv, and DIR/tests/test_rust_data.py
 #       (-m "not cuda") in a venv with torch 2.9.1 (--torch-python, default the same venv), into
@@ -17,13 +19,14 @@
 # wheel is abi3 from Python 3.9; upstream Samudra needs 3.12).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-profile=debug upstream="" torch_python=target/python/bin/python
+profile=debug upstream="" torch_python=target/python/bin/python venv_only=""
 while (($#)); do
   case $1 in
     --release) profile=release ;;
+    --venv-only) venv_only=1 ;;
     --upstream-src) upstream=$(cd "$2" && pwd); shift ;;
     --torch-python) torch_python=$2; shift ;;
-    *) echo "usage: $0 [--release] [--upstream-src DIR] [--torch-python PYTHON]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--release | --venv-only] [--upstream-src DIR] [--torch-python PYTHON]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -48,6 +51,8 @@ if ! "$py" -c 'import maturin, pytest, xarray, zarr, torch' 2>/dev/null; then
   "$py" -m pip install -q --disable-pip-version-check \
     "maturin>=1.9,<2" pytest "numpy==1.26.4" "xarray==2025.1.2" "zarr==2.18.7" "numcodecs==0.15.1" "torch==2.9.1"
 fi
+
+[[ -n $venv_only ]] && exit 0
 
 flags=()
 [[ $profile == release ]] && flags+=(--release --strip)

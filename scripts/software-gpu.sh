@@ -15,10 +15,13 @@
 # Burn's `wgpu` feature (WGSL through naga) runs on lavapipe; its `vulkan` feature (cubecl's
 # SPIR-V) crashes lavapipe's pipeline creation (docs/gpu.md). The build is the debug profile with
 # Burn's CPU crates optimized (Cargo.toml's dev profile) and --workspace; Burn's GPU features
-# change the features of crates everything shares, on the target side and on the host side
-# (proc macros and build scripts), so nearly every crate builds again. OM4_EXTRA_BUILD adds
-# arguments to the build: CI's `--features om4/s3 --example train_samudra` makes it resolve
-# features as its S3 step's test builds do (dev-dependencies on), which then reuse it.
+# would change the features of crates everything shares, on the target side and on the host side
+# (proc macros and build scripts), so that nearly every crate built again; om4-testkit pins those
+# features in every workspace build (scripts/shared-features.py checks), so after `cargo test
+# --workspace` this build compiles Burn's, cubecl's, wgpu's and om4's crates and reuses the rest.
+# OM4_EXTRA_BUILD adds arguments to the build: CI's `--features om4/s3 --example train_samudra`
+# makes it resolve features as its S3 step's test builds do (dev-dependencies on), which then
+# reuse it.
 #
 # OM4_SOFTWARE_GPU_LEVEL sets cubecl's autotune level for both checks. Default minimal: on a CPU
 # device tuning is mostly llvmpipe compiling each candidate kernel, and minimal's coarser shape
