@@ -8,7 +8,10 @@
 //! - a 1×1 convolution is a matrix product, `W · X` per sample, on every backend, so autodiff
 //!   derives both of its gradients as matrix products;
 //! - a k×k convolution on flex (float32, with or without autodiff) runs all three passes as k²
-//!   GEMMs on views of the NCHW planes, one per kernel tap ([`crate::taps`]);
+//!   GEMMs on views of the NCHW planes, one per kernel tap ([`crate::taps`]), except the forward
+//!   and the data gradient of a 3×3 one with enough channels and outputs, which take Winograd's
+//!   F(2×2, 3×3): 16 GEMMs over transformed tiles, 2.25 times fewer multiply-adds
+//!   ([`crate::winograd`]);
 //! - anywhere else (a GPU) Burn's `conv2d`.
 //!
 //! The fast paths compute the same sums as Burn's in another order, so they agree with it to
@@ -26,6 +29,7 @@ use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Shape, Tensor};
 
 use crate::taps::{self, Taps};
+use crate::winograd;
 
 /// `conv2d(x, weight, bias)` with stride 1, no padding and dilation `dilation`: `x` is
 /// `(B, C_in, H, W)`, `weight` `(C_out, C_in, k, k)`, the result `(B, C_out, H − d(k−1), W − d(k−1))`.
@@ -106,7 +110,11 @@ fn taps(x: &FlexTensor, weight: &FlexTensor, d: usize) -> Taps {
 fn forward(x: &FlexTensor, weight: &FlexTensor, bias: &FlexTensor, d: usize) -> FlexTensor {
     let s = taps(x, weight, d);
     let (h, w) = s.out();
-    let y = taps::forward(&f32s(x), &f32s(weight), &f32s(bias), &s);
+    let y = if winograd::pays(&s) {
+        winograd::forward(&f32s(x), &f32s(weight), &f32s(bias), &s)
+    } else {
+        taps::forward(&f32s(x), &f32s(weight), &f32s(bias), &s)
+    };
     tensor(y, [s.b, s.cout, h, w])
 }
 
@@ -147,7 +155,11 @@ impl Backward<Flex, 3> for TapConv {
             grads.register::<Flex>(node.id, tensor(dw, [s.cout, s.cin, s.k, s.k]));
         }
         if let Some(node) = node_x {
-            let dx = taps::data_gradient(&g, &f32s(&weight), &s);
+            let dx = if winograd::pays(&s) {
+                winograd::data_gradient(&g, &f32s(&weight), &s)
+            } else {
+                taps::data_gradient(&g, &f32s(&weight), &s)
+            };
             grads.register::<Flex>(node.id, tensor(dx, [s.b, s.cin, s.hp, s.wp]));
         }
     }

@@ -15,8 +15,8 @@
 //! so results agree with a float64 reference to float32 rounding (`tests/conv.rs`).
 //!
 //! `gemm::gemm` takes raw pointers and strides, so this is one of om4-samudra's two `unsafe`
-//! modules (with `wide`): every call goes through [`gemm_into`], which checks that each matrix's
-//! last element lies inside its slice before the call.
+//! modules (with `wide`): every call, here and in [`crate::winograd`], goes through [`gemm_into`],
+//! which checks that each matrix's last element lies inside its slice before the call.
 
 use rayon::prelude::*;
 
@@ -160,13 +160,13 @@ fn check_grad(grad: &[f32], weight: &[f32], s: &Taps) {
 
 /// A strided matrix view: element `(i, j)` is `data[offset + i·rs + j·cs]`.
 #[derive(Clone, Copy)]
-struct Mat<'a> {
-    data: &'a [f32],
-    offset: usize,
-    rows: usize,
-    cols: usize,
-    rs: usize,
-    cs: usize,
+pub(crate) struct Mat<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) offset: usize,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) rs: usize,
+    pub(crate) cs: usize,
 }
 
 impl Mat<'_> {
@@ -182,7 +182,7 @@ impl Mat<'_> {
 /// `dst[offset + i·rs + j·cs] (+)= Σ_l lhs(i, l) · rhs(l, j)`: accumulated when `accumulate`,
 /// else overwritten. Parallel over rayon's pool unless the whole convolution is small.
 #[allow(clippy::too_many_arguments)]
-fn gemm_into(
+pub(crate) fn gemm_into(
     dst: &mut [f32],
     offset: usize,
     rs: usize,

@@ -64,14 +64,18 @@ fn max_rel(got: &[f32], want: &[f64]) -> f64 {
     got.iter().zip(want).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs())) / scale
 }
 
-/// Every convolution shape the network has (k×k with dilations 1 and 2, 1×1, batch 1 and 3)
-/// agrees with float64 within float32 rounding, forward and in all three gradients.
+/// Every convolution shape the network has (k×k with dilations 1 and 2, 1×1, batch 1 and 3; the
+/// last 3×3 one large enough that its forward and data gradient take Winograd's F(2×2, 3×3):
+/// 64 channels, a 64 × 64 output) agrees with float64 within float32 rounding, forward and in all
+/// three gradients.
 #[test]
 fn convolutions_and_their_gradients_match_float64() {
     let device = Device::flex().autodiff();
     assert!(tap_gemms(&device), "k×k convolutions run as per-tap GEMMs on flex with autodiff");
     assert!(tap_gemms(&Device::flex()), "and on flex without autodiff");
-    for (b, ci, co, k, d, h, w) in [(1, 5, 7, 3, 1, 9, 12), (3, 4, 6, 3, 2, 11, 10), (2, 6, 3, 1, 1, 5, 8)] {
+    for (b, ci, co, k, d, h, w) in
+        [(1, 5, 7, 3, 1, 9, 12), (3, 4, 6, 3, 2, 11, 10), (2, 6, 3, 1, 1, 5, 8), (1, 64, 64, 3, 2, 68, 68)]
+    {
         let normal = Distribution::Normal(0.0, 1.0);
         let x = Tensor::<4>::random([b, ci, h, w], normal, &device).require_grad();
         let wt = Tensor::<4>::random([co, ci, k, k], normal, &device).require_grad();

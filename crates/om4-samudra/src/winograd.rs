@@ -1,0 +1,281 @@
+//! Samudra's 3×3 convolutions (stride 1, unpadded, dilation d) on the CPU by Winograd's minimal
+//! filtering F(2×2, 3×3): the forward and the data gradient with 2.25 times fewer multiply-adds
+//! than the per-tap GEMMs of [`crate::taps`].
+//!
+//! A dilated 3×3 convolution is d² undilated ones on the sub-grids of rows and columns of equal
+//! residue mod d, so a tile is two outputs `p, p + d` by two `q, q + d` (its anchors are the
+//! positions `p` with `p mod 2d < d`, which cover every output once) and reads the 4 × 4 inputs
+//! `p + d·a, q + d·b`. Per tile and channel the input is transformed (`V = Bᵀ·x·B`), per kernel
+//! `U = G·w·Gᵀ`; then for each of the 16 transformed positions one GEMM of the `gemm` crate sums
+//! over the input channels (`M_k = U_k · V_k`, the tiles as columns), and the output transform
+//! `Aᵀ·M·A` gives the 2 × 2 outputs. Outputs past the edge are not written; inputs past it read
+//! as zero.
+//!
+//! The data gradient is the same correlation of the output gradient, read with an offset of
+//! `2d` (zero outside), with the kernel transposed and rotated by half a turn: no padded copy.
+//!
+//! The transforms' coefficients (0, ±1, ±½) add rounding of their own: results agree with a
+//! float64 reference to a few float32 ulps of the largest value, like the per-tap path's
+//! (`tests/conv.rs` and the tests below hold both within 1e-5 of it).
+
+use rayon::prelude::*;
+
+use crate::taps::{Mat, Taps, gemm_into};
+
+/// Whether the forward and the data gradient of `s` run here rather than as per-tap GEMMs: a 3×3
+/// kernel, channels enough for the 16 GEMMs to run at the GEMM's rate and tiles enough to share
+/// the transforms' cost (docs/benchmarks.md has the measurements behind the thresholds).
+pub(crate) fn pays(s: &Taps) -> bool {
+    let (h, w) = s.out();
+    s.k == 3 && s.cin.min(s.cout) >= 64 && h * w >= 64 * 64
+}
+
+/// `y[b, co] = bias[co] + Σ_{ci, tap} w[co, ci, tap] · x[b, ci, window of tap]`, `(b, cout, h, w)`.
+pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<f32> {
+    check(s, x.len(), weight.len());
+    assert_eq!(bias.len(), s.cout, "one bias per output channel");
+    let (h, w) = s.out();
+    let u = transform_kernels(weight, s.cout, s.cin, |o, i, a, b| ((o * s.cin + i) * 3 + a) * 3 + b);
+    let mut y = vec![0f32; s.b * s.cout * h * w];
+    for (x, y) in x.chunks(s.cin * s.hp * s.wp).zip(y.chunks_mut(s.cout * h * w)) {
+        correlate(x, (s.cin, s.hp, s.wp), &u, s.cout, (h, w), s.d, 0, Some(bias), y);
+    }
+    y
+}
+
+/// `dx[b, ci, window of tap] += Σ_co w[co, ci, tap] · g[b, co]` over the taps, `(b, cin, hp, wp)`.
+pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> {
+    check(s, s.b * s.cin * s.hp * s.wp, weight.len());
+    let (h, w) = s.out();
+    assert_eq!(grad.len(), s.b * s.cout * h * w, "output gradient of {s:?}");
+    // dx[i, p, q] = Σ_o Σ_{a,b} w[o, i, 2 − a, 2 − b] · g[o, p + d·a − 2d, q + d·b − 2d].
+    let u = transform_kernels(weight, s.cin, s.cout, |i, o, a, b| ((o * s.cin + i) * 3 + 2 - a) * 3 + 2 - b);
+    let mut dx = vec![0f32; s.b * s.cin * s.hp * s.wp];
+    for (g, dx) in grad.chunks(s.cout * h * w).zip(dx.chunks_mut(s.cin * s.hp * s.wp)) {
+        correlate(g, (s.cout, h, w), &u, s.cin, (s.hp, s.wp), s.d, 2 * s.d, None, dx);
+    }
+    dx
+}
+
+fn check(s: &Taps, x_len: usize, weight_len: usize) {
+    assert!(s.k == 3 && s.d >= 1 && s.hp > 2 * s.d && s.wp > 2 * s.d, "a 3×3 window inside the input: {s:?}");
+    assert_eq!(x_len, s.b * s.cin * s.hp * s.wp, "input of {s:?}");
+    assert_eq!(weight_len, s.cout * s.cin * 9, "weight of {s:?}");
+}
+
+/// `U = G·k·Gᵀ` for every `(row, col)` kernel `k[a][b] = weight[at(row, col, a, b)]`, laid out
+/// `[16][rows][cols]`; computed in float64 and rounded once.
+fn transform_kernels(
+    weight: &[f32],
+    rows: usize,
+    cols: usize,
+    at: impl Fn(usize, usize, usize, usize) -> usize + Sync,
+) -> Vec<f32> {
+    let mut u = vec![0f32; 16 * rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            let k = |a: usize, b: usize| f64::from(weight[at(r, c, a, b)]);
+            // s = G·k (4 × 3), then U = s·Gᵀ (4 × 4).
+            let mut s = [[0f64; 3]; 4];
+            for b in 0..3 {
+                s[0][b] = k(0, b);
+                s[1][b] = (k(0, b) + k(1, b) + k(2, b)) / 2.0;
+                s[2][b] = (k(0, b) - k(1, b) + k(2, b)) / 2.0;
+                s[3][b] = k(2, b);
+            }
+            for (a, s) in s.iter().enumerate() {
+                let row = [s[0], (s[0] + s[1] + s[2]) / 2.0, (s[0] - s[1] + s[2]) / 2.0, s[2]];
+                for (b, v) in row.into_iter().enumerate() {
+                    u[((a * 4 + b) * rows + r) * cols + c] = v as f32;
+                }
+            }
+        }
+    }
+    u
+}
+
+/// Output tile anchors along an axis of `n` outputs (see the module documentation).
+fn anchors(n: usize, d: usize) -> Vec<usize> {
+    (0..n).filter(|p| p % (2 * d) < d).collect()
+}
+
+/// One sample: `out[o, p, q] (+ bias[o]) = Σ_i Σ_{a,b < 3} k[o, i, a, b] · src[i, p + d·a − shift,
+/// q + d·b − shift]`, `src` `(ci, sh, sw)` read as zero outside, `out` `(co, oh, ow)`, `u` the
+/// transformed kernels `[16][co][ci]`.
+#[allow(clippy::too_many_arguments)]
+fn correlate(
+    src: &[f32],
+    (ci, sh, sw): (usize, usize, usize),
+    u: &[f32],
+    co: usize,
+    (oh, ow): (usize, usize),
+    d: usize,
+    shift: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let (rows, cols) = (anchors(oh, d), anchors(ow, d));
+    let tiles = rows.len() * cols.len();
+    // V[i][k][t]: channel i's 16 transformed positions of every tile (a channel's block is
+    // contiguous, so the channels transform in parallel; V_k is a matrix of row stride 16·tiles).
+    let mut v = vec![0f32; ci * 16 * tiles];
+    v.par_chunks_mut(16 * tiles).zip(src.par_chunks(sh * sw)).for_each(|(v, plane)| {
+        let inside = |p: usize, n: usize| p.checked_sub(shift).filter(|&p| p < n);
+        for (tr, &p) in rows.iter().enumerate() {
+            // The tile row's four input lines (`None` outside the source: zeros).
+            let lines: [Option<&[f32]>; 4] =
+                std::array::from_fn(|a| inside(p + d * a, sh).map(|y| &plane[y * sw..][..sw]));
+            for (tc, &q) in cols.iter().enumerate() {
+                let mut x = [[0f32; 4]; 4];
+                let whole = q >= shift && q + 3 * d - shift < sw;
+                for (row, line) in x.iter_mut().zip(&lines) {
+                    let Some(line) = line else { continue };
+                    if whole {
+                        let line = &line[q - shift..];
+                        *row = [line[0], line[d], line[2 * d], line[3 * d]];
+                    } else {
+                        for (b, x) in row.iter_mut().enumerate() {
+                            *x = inside(q + d * b, sw).map_or(0.0, |c| line[c]);
+                        }
+                    }
+                }
+                // t = Bᵀ·x, then V = t·B.
+                let t: [[f32; 4]; 4] = [
+                    std::array::from_fn(|b| x[0][b] - x[2][b]),
+                    std::array::from_fn(|b| x[1][b] + x[2][b]),
+                    std::array::from_fn(|b| x[2][b] - x[1][b]),
+                    std::array::from_fn(|b| x[1][b] - x[3][b]),
+                ];
+                let tile = tr * cols.len() + tc;
+                for (a, t) in t.iter().enumerate() {
+                    let row = [t[0] - t[2], t[1] + t[2], t[2] - t[1], t[1] - t[3]];
+                    for (b, val) in row.into_iter().enumerate() {
+                        v[(a * 4 + b) * tiles + tile] = val;
+                    }
+                }
+            }
+        }
+    });
+    // M_k = U_k · V_k for the 16 positions, M[o][k][t].
+    let mut m = vec![0f32; co * 16 * tiles];
+    for k in 0..16 {
+        let lhs = Mat { data: u, offset: k * co * ci, rows: co, cols: ci, rs: ci, cs: 1 };
+        let rhs = Mat { data: &v, offset: k * tiles, rows: ci, cols: tiles, rs: 16 * tiles, cs: 1 };
+        gemm_into(&mut m, k * tiles, 16 * tiles, 1, false, lhs, rhs, co * ci * tiles);
+    }
+    // Y = Aᵀ·M·A per tile, written where it lies inside the output.
+    out.par_chunks_mut(oh * ow).zip(m.par_chunks(16 * tiles)).enumerate().for_each(|(o, (out, m))| {
+        let bias = bias.map_or(0.0, |b| b[o]);
+        for (tr, &p) in rows.iter().enumerate() {
+            for (tc, &q) in cols.iter().enumerate() {
+                let tile = tr * cols.len() + tc;
+                let mk = |a: usize, b: usize| m[(a * 4 + b) * tiles + tile];
+                // r = Aᵀ·M (2 × 4), then Y = r·A.
+                let r: [[f32; 4]; 2] = [
+                    std::array::from_fn(|b| mk(0, b) + mk(1, b) + mk(2, b)),
+                    std::array::from_fn(|b| mk(1, b) - mk(2, b) - mk(3, b)),
+                ];
+                for (a, r) in r.iter().enumerate() {
+                    let y = p + d * a;
+                    if y >= oh {
+                        continue;
+                    }
+                    let pair = [r[0] + r[1] + r[2], r[1] - r[2] - r[3]];
+                    for (b, val) in pair.into_iter().enumerate() {
+                        let x = q + d * b;
+                        if x < ow {
+                            out[y * ow + x] = val + bias;
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: f32) -> Vec<f32> {
+        (0..n).map(|i| ((i as f32 + seed) * 0.618_034).sin()).collect()
+    }
+
+    /// The forward and the data gradient by direct loops in float64.
+    fn reference(x: &[f32], w: &[f32], g: &[f32], s: &Taps) -> (Vec<f64>, Vec<f64>) {
+        let (h, wo) = s.out();
+        let mut y = vec![0f64; s.b * s.cout * h * wo];
+        let mut dx = vec![0f64; x.len()];
+        for b in 0..s.b {
+            for co in 0..s.cout {
+                for ci in 0..s.cin {
+                    for t in 0..9 {
+                        let (ky, kx) = (t / 3 * s.d, t % 3 * s.d);
+                        let wi = (co * s.cin + ci) * 9 + t;
+                        for r in 0..h {
+                            for c in 0..wo {
+                                let yi = ((b * s.cout + co) * h + r) * wo + c;
+                                let xi = ((b * s.cin + ci) * s.hp + r + ky) * s.wp + c + kx;
+                                y[yi] += f64::from(w[wi]) * f64::from(x[xi]);
+                                dx[xi] += f64::from(w[wi]) * f64::from(g[yi]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (y, dx)
+    }
+
+    fn close(got: &[f32], want: &[f64], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let err = got.iter().zip(want).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
+        assert!(err <= 1e-5 * scale, "{what}: off by {err:e} of {scale:e}");
+    }
+
+    #[test]
+    fn forward_and_data_gradient_match_float64_loops() {
+        // Odd and even sizes (partial tiles at both edges), dilations 1 to 3 (sub-grids of
+        // unequal length), channels past gemm's blocking, batch 2, a single output row.
+        for s in [
+            Taps { b: 2, cin: 70, cout: 33, k: 3, d: 1, hp: 9, wp: 14 },
+            Taps { b: 1, cin: 5, cout: 80, k: 3, d: 2, hp: 12, wp: 11 },
+            Taps { b: 1, cin: 6, cout: 4, k: 3, d: 3, hp: 17, wp: 20 },
+            Taps { b: 1, cin: 3, cout: 2, k: 3, d: 1, hp: 3, wp: 7 },
+        ] {
+            let (h, w) = s.out();
+            let x = values(s.b * s.cin * s.hp * s.wp, 0.0);
+            let wt = values(s.cout * s.cin * 9, 7.0);
+            let g = values(s.b * s.cout * h * w, 3.0);
+            let bias = values(s.cout, 11.0);
+            let (ry, rdx) = reference(&x, &wt, &g, &s);
+            let ry: Vec<f64> = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
+            close(&forward(&x, &wt, &bias, &s), &ry, &format!("{s:?} output"));
+            close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
+        }
+    }
+
+    #[test]
+    fn anchors_cover_every_output_once() {
+        for d in 1..5 {
+            for n in 1..30 {
+                let mut seen = vec![0; n];
+                for p in anchors(n, d) {
+                    seen[p] += 1;
+                    if p + d < n {
+                        seen[p + d] += 1;
+                    }
+                }
+                assert!(seen.iter().all(|&c| c == 1), "n {n}, d {d}: {seen:?}");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "input of")]
+    fn a_short_input_is_refused_before_any_gemm() {
+        let s = Taps { b: 1, cin: 2, cout: 2, k: 3, d: 1, hp: 4, wp: 4 };
+        forward(&[0.0; 31], &[0.0; 36], &[0.0; 2], &s);
+    }
+}
