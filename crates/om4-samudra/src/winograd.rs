@@ -76,13 +76,12 @@ fn transform_kernels(
         for c in 0..cols {
             let k = |a: usize, b: usize| f64::from(weight[at(r, c, a, b)]);
             // s = G·k (4 × 3), then U = s·Gᵀ (4 × 4).
-            let mut s = [[0f64; 3]; 4];
-            for b in 0..3 {
-                s[0][b] = k(0, b);
-                s[1][b] = (k(0, b) + k(1, b) + k(2, b)) / 2.0;
-                s[2][b] = (k(0, b) - k(1, b) + k(2, b)) / 2.0;
-                s[3][b] = k(2, b);
-            }
+            let s: [[f64; 3]; 4] = [
+                std::array::from_fn(|b| k(0, b)),
+                std::array::from_fn(|b| (k(0, b) + k(1, b) + k(2, b)) / 2.0),
+                std::array::from_fn(|b| (k(0, b) - k(1, b) + k(2, b)) / 2.0),
+                std::array::from_fn(|b| k(2, b)),
+            ];
             for (a, s) in s.iter().enumerate() {
                 let row = [s[0], (s[0] + s[1] + s[2]) / 2.0, (s[0] - s[1] + s[2]) / 2.0, s[2]];
                 for (b, v) in row.into_iter().enumerate() {
