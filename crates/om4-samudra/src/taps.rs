@@ -233,11 +233,11 @@ pub(crate) fn gemm_into(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// The three passes by direct loops in float64.
-    fn reference(x: &[f32], w: &[f32], g: &[f32], s: &Taps) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    /// The three passes by direct loops in float64 (also [`crate::winograd`]'s reference).
+    pub(crate) fn reference(x: &[f32], w: &[f32], g: &[f32], s: &Taps) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         let (h, wo) = s.out();
         let mut y = vec![0f64; s.b * s.cout * h * wo];
         let mut dx = vec![0f64; x.len()];
@@ -264,15 +264,19 @@ mod tests {
         (y, dx, dw)
     }
 
-    fn close(got: &[f32], want: &[f64], what: &str) {
+    pub(crate) fn close(got: &[f32], want: &[f64], what: &str) {
         let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
         let err = got.iter().zip(want).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
         assert!(err <= 1e-5 * scale, "{what}: off by {err:e} of {scale:e}");
     }
 
+    /// Deterministic test values in [-1, 1].
+    pub(crate) fn values(n: usize, seed: f32) -> Vec<f32> {
+        (0..n).map(|i| ((i as f32 + seed) * 0.618_034).sin()).collect()
+    }
+
     #[test]
     fn the_three_passes_match_float64_loops() {
-        let values = |n: usize, seed: f32| (0..n).map(|i| ((i as f32 + seed) * 0.618_034).sin()).collect::<Vec<f32>>();
         // Past gemm's blocking (channels over 64), dilation 2, batch 2, one row only, 1×1.
         for s in [
             Taps { b: 2, cin: 70, cout: 33, k: 3, d: 1, hp: 9, wp: 14 },

@@ -195,43 +195,7 @@ fn correlate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(n: usize, seed: f32) -> Vec<f32> {
-        (0..n).map(|i| ((i as f32 + seed) * 0.618_034).sin()).collect()
-    }
-
-    /// The forward and the data gradient by direct loops in float64.
-    fn reference(x: &[f32], w: &[f32], g: &[f32], s: &Taps) -> (Vec<f64>, Vec<f64>) {
-        let (h, wo) = s.out();
-        let mut y = vec![0f64; s.b * s.cout * h * wo];
-        let mut dx = vec![0f64; x.len()];
-        for b in 0..s.b {
-            for co in 0..s.cout {
-                for ci in 0..s.cin {
-                    for t in 0..9 {
-                        let (ky, kx) = (t / 3 * s.d, t % 3 * s.d);
-                        let wi = (co * s.cin + ci) * 9 + t;
-                        for r in 0..h {
-                            for c in 0..wo {
-                                let yi = ((b * s.cout + co) * h + r) * wo + c;
-                                let xi = ((b * s.cin + ci) * s.hp + r + ky) * s.wp + c + kx;
-                                y[yi] += f64::from(w[wi]) * f64::from(x[xi]);
-                                dx[xi] += f64::from(w[wi]) * f64::from(g[yi]);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        (y, dx)
-    }
-
-    fn close(got: &[f32], want: &[f64], what: &str) {
-        assert_eq!(got.len(), want.len(), "{what}: length");
-        let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
-        let err = got.iter().zip(want).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
-        assert!(err <= 1e-5 * scale, "{what}: off by {err:e} of {scale:e}");
-    }
+    use crate::taps::tests::{close, reference, values};
 
     #[test]
     fn forward_and_data_gradient_match_float64_loops() {
@@ -248,7 +212,7 @@ mod tests {
             let wt = values(s.cout * s.cin * 9, 7.0);
             let g = values(s.b * s.cout * h * w, 3.0);
             let bias = values(s.cout, 11.0);
-            let (ry, rdx) = reference(&x, &wt, &g, &s);
+            let (ry, rdx, _) = reference(&x, &wt, &g, &s);
             let ry: Vec<f64> = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
             close(&forward(&x, &wt, &bias, &s), &ry, &format!("{s:?} output"));
             close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
