@@ -8,10 +8,9 @@
 //! - a 1×1 convolution is a matrix product, `W · X` per sample, on every backend, so autodiff
 //!   derives both of its gradients as matrix products;
 //! - a k×k convolution on flex (float32, with or without autodiff) runs all three passes as k²
-//!   GEMMs on views of the NCHW planes, one per kernel tap ([`crate::taps`]), except the forward
-//!   and the data gradient of a 3×3 one with enough channels and outputs, which take Winograd's
-//!   F(2×2, 3×3): 16 GEMMs over transformed tiles, 2.25 times fewer multiply-adds
-//!   ([`crate::winograd`]);
+//!   GEMMs on views of the NCHW planes, one per kernel tap ([`crate::taps`]), except a 3×3 one
+//!   with enough channels and outputs, whose three passes take Winograd's F(2×2, 3×3): 16 GEMMs
+//!   over transformed tiles, 2.25 times fewer multiply-adds ([`crate::winograd`]);
 //! - anywhere else (a GPU) Burn's `conv2d`.
 //!
 //! The fast paths compute the same sums as Burn's in another order, so they agree with it to
@@ -132,7 +131,7 @@ fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexTensor {
     FlexTensor::from_data(burn::tensor::TensorData::new(values, shape))
 }
 
-/// The backward of [`tap_conv`]: all three gradients as per-tap GEMMs.
+/// The backward of [`tap_conv`]: all three gradients as per-tap GEMMs or by Winograd.
 #[derive(Debug)]
 struct TapConv;
 
@@ -151,7 +150,11 @@ impl Backward<Flex, 3> for TapConv {
             grads.register::<Flex>(node.id, Flex::float_reshape(b, Shape::new([s.cout])));
         }
         if let Some(node) = node_weight {
-            let dw = taps::weight_gradient(&f32s(&x), &g, &s);
+            let dw = if winograd::pays(&s) {
+                winograd::weight_gradient(&f32s(&x), &g, &s)
+            } else {
+                taps::weight_gradient(&f32s(&x), &g, &s)
+            };
             grads.register::<Flex>(node.id, tensor(dw, [s.cout, s.cin, s.k, s.k]));
         }
         if let Some(node) = node_x {

@@ -11,8 +11,8 @@
 //!   checks). Its step's parts are public ([`LossTargets`], [`gradients`], [`optimizer`]) for
 //!   benchmarks and custom loops.
 //! - On Burn's CPU backend the network's hot spots run on om4's own paths: 1×1 convolutions as
-//!   matrix products, every pass of a k×k convolution as k² GEMMs or, for the forward and data
-//!   gradient of the large 3×3 ones, by Winograd's F(2×2, 3×3) ([`model::conv`]), the capped
+//!   matrix products, every pass of a k×k convolution as k² GEMMs or, for the large 3×3 ones, by
+//!   Winograd's F(2×2, 3×3) ([`model::conv`]), the capped
 //!   GELU as one parallel, vectorized pass ([`model::capped_gelu`]), instance norm as one
 //!   operation ([`model::instance_norm`]), longitude padding by slices; elsewhere Burn's
 //!   operations.
@@ -46,6 +46,7 @@ mod norm;
 mod parallel;
 mod rollout;
 mod run;
+mod scratch;
 mod step;
 mod taps;
 mod trainer;

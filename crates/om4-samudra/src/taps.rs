@@ -265,6 +265,8 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn close(got: &[f32], want: &[f64], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        assert!(got.iter().all(|v| v.is_finite()), "{what}: not finite");
         let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
         let err = got.iter().zip(want).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs()));
         assert!(err <= 1e-5 * scale, "{what}: off by {err:e} of {scale:e}");

@@ -1,6 +1,6 @@
 //! Samudra's 3×3 convolutions (stride 1, unpadded, dilation d) on the CPU by Winograd's minimal
-//! filtering F(2×2, 3×3): the forward and the data gradient with 2.25 times fewer multiply-adds
-//! than the per-tap GEMMs of [`crate::taps`].
+//! filtering F(2×2, 3×3): all three passes with 2.25 times fewer multiply-adds than the per-tap
+//! GEMMs of [`crate::taps`].
 //!
 //! A dilated 3×3 convolution is d² undilated ones on the sub-grids of rows and columns of equal
 //! residue mod d, so a tile is two outputs `p, p + d` by two `q, q + d` (its anchors are the
@@ -13,6 +13,9 @@
 //!
 //! The data gradient is the same correlation of the output gradient, read with an offset of
 //! `2d` (zero outside), with the kernel transposed and rotated by half a turn: no padded copy.
+//! The weight gradient is the forward's adjoint: the output gradient's tiles transformed by
+//! `A·g·Aᵀ`, per position one GEMM over the tiles with the input's transformed tiles, and
+//! `Gᵀ·dU·G` per kernel.
 //!
 //! The transforms' coefficients (0, ±1, ±½) add rounding of their own: results agree with a
 //! float64 reference to a few float32 ulps of the largest value, like the per-tap path's
@@ -20,9 +23,10 @@
 
 use rayon::prelude::*;
 
+use crate::scratch::Scratch;
 use crate::taps::{Mat, Taps, gemm_into};
 
-/// Whether the forward and the data gradient of `s` run here rather than as per-tap GEMMs: a 3×3
+/// Whether the three passes of `s` run here rather than as per-tap GEMMs: a 3×3
 /// kernel, channels enough for the 16 GEMMs to run at the GEMM's rate and tiles enough to share
 /// the transforms' cost (docs/benchmarks.md has the measurements behind the thresholds).
 pub(crate) fn pays(s: &Taps) -> bool {
@@ -55,6 +59,52 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
         correlate(g, (s.cout, h, w), &u, s.cin, (s.hp, s.wp), s.d, 2 * s.d, None, dx);
     }
     dx
+}
+
+/// `dw[co, ci, tap] = Σ_b Σ g[b, co] · x[b, ci, window of tap]`, `(cout, cin, 3, 3)`.
+///
+/// The forward's adjoint: per tile the output gradient's transform `A·g·Aᵀ` (`dM`, 4 × 4), per
+/// position k one GEMM over the tiles `dU_k = dM_k · V_kᵀ` (summed over the batch), and per kernel
+/// `dw = Gᵀ·dU·G`, in float64 and rounded once.
+pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
+    check(s, x.len(), s.cout * s.cin * 9);
+    let (h, w) = s.out();
+    assert_eq!(grad.len(), s.b * s.cout * h * w, "output gradient of {s:?}");
+    let (rows, cols) = (anchors(h, s.d), anchors(w, s.d));
+    let tiles = rows.len() * cols.len();
+    // dU[k][i][o] = V_k · dM_kᵀ: the input's tiles as the left operand (rows along the tiles) and
+    // the gradient's laid out tile-major (rows along the channels), the layouts the GEMM runs
+    // fastest on (about 250 GFLOP/s here against 190 with both operands read along the tiles).
+    let block = s.cout * s.cin;
+    let mut du = vec![0f32; 16 * block];
+    let samples = x.chunks(s.cin * s.hp * s.wp).zip(grad.chunks(s.cout * h * w));
+    for (b, (x, g)) in samples.enumerate() {
+        let v = transform_tiles(x, (s.cin, s.hp, s.wp), (&rows, &cols), s.d, 0);
+        let dm = transform_gradient(g, (s.cout, h, w), (&rows, &cols), s.d);
+        for k in 0..16 {
+            let lhs = Mat { data: &v, offset: k * tiles, rows: s.cin, cols: tiles, rs: 16 * tiles, cs: 1 };
+            let rhs = Mat { data: &dm, offset: k * s.cout, rows: tiles, cols: s.cout, rs: 16 * s.cout, cs: 1 };
+            gemm_into(&mut du, k * block, s.cout, 1, b > 0, lhs, rhs, block * tiles);
+        }
+    }
+    let mut dw = vec![0f32; block * 9];
+    dw.par_chunks_mut(9).enumerate().for_each(|(oi, dw)| {
+        let (o, i) = (oi / s.cin, oi % s.cin);
+        let du = |k: usize, l: usize| f64::from(du[(k * 4 + l) * block + i * s.cout + o]);
+        // r = Gᵀ·dU (3 × 4), then dw = r·G (3 × 3).
+        let r: [[f64; 4]; 3] = [
+            std::array::from_fn(|l| du(0, l) + (du(1, l) + du(2, l)) / 2.0),
+            std::array::from_fn(|l| (du(1, l) - du(2, l)) / 2.0),
+            std::array::from_fn(|l| (du(1, l) + du(2, l)) / 2.0 + du(3, l)),
+        ];
+        for (a, r) in r.iter().enumerate() {
+            let row = [r[0] + (r[1] + r[2]) / 2.0, (r[1] - r[2]) / 2.0, (r[1] + r[2]) / 2.0 + r[3]];
+            for (b, v) in row.into_iter().enumerate() {
+                dw[a * 3 + b] = v as f32;
+            }
+        }
+    });
+    dw
 }
 
 fn check(s: &Taps, x_len: usize, weight_len: usize) {
@@ -98,26 +148,19 @@ fn anchors(n: usize, d: usize) -> Vec<usize> {
     (0..n).filter(|p| p % (2 * d) < d).collect()
 }
 
-/// One sample: `out[o, p, q] (+ bias[o]) = Σ_i Σ_{a,b < 3} k[o, i, a, b] · src[i, p + d·a − shift,
-/// q + d·b − shift]`, `src` `(ci, sh, sw)` read as zero outside, `out` `(co, oh, ow)`, `u` the
-/// transformed kernels `[16][co][ci]`.
-#[allow(clippy::too_many_arguments)]
-fn correlate(
+/// `V = Bᵀ·x·B` for every tile of every channel of `src` `(ci, sh, sw)`, laid out `[ci][16][tiles]`
+/// (a channel's block is contiguous, so the channels transform in parallel; position k's matrix
+/// has row stride `16·tiles`). Tile `(p, q)` reads `src[p + d·a − shift, q + d·b − shift]` for
+/// `a, b < 4`, zero outside.
+fn transform_tiles(
     src: &[f32],
     (ci, sh, sw): (usize, usize, usize),
-    u: &[f32],
-    co: usize,
-    (oh, ow): (usize, usize),
+    (rows, cols): (&[usize], &[usize]),
     d: usize,
     shift: usize,
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-) {
-    let (rows, cols) = (anchors(oh, d), anchors(ow, d));
+) -> Scratch {
     let tiles = rows.len() * cols.len();
-    // V[i][k][t]: channel i's 16 transformed positions of every tile (a channel's block is
-    // contiguous, so the channels transform in parallel; V_k is a matrix of row stride 16·tiles).
-    let mut v = vec![0f32; ci * 16 * tiles];
+    let mut v = Scratch::take(ci * 16 * tiles);
     v.par_chunks_mut(16 * tiles).zip(src.par_chunks(sh * sw)).for_each(|(v, plane)| {
         let inside = |p: usize, n: usize| p.checked_sub(shift).filter(|&p| p < n);
         for (tr, &p) in rows.iter().enumerate() {
@@ -155,8 +198,66 @@ fn correlate(
             }
         }
     });
+    v
+}
+
+/// `dM = A·g·Aᵀ` for every tile of every channel of the output gradient `g` `(co, oh, ow)`, laid
+/// out `[tiles][16][co]` (a tile row's block is contiguous, so the tile rows transform in
+/// parallel; position k's matrix, tiles by channels, has row stride `16·co`); tile `(p, q)` reads
+/// `g[p + d·a, q + d·b]` for `a, b < 2`, zero past the edge (outputs the forward does not write).
+fn transform_gradient(
+    g: &[f32],
+    (co, oh, ow): (usize, usize, usize),
+    (rows, cols): (&[usize], &[usize]),
+    d: usize,
+) -> Scratch {
+    assert_eq!(g.len(), co * oh * ow, "one output gradient plane per channel");
+    let mut dm = Scratch::take(rows.len() * cols.len() * 16 * co);
+    dm.par_chunks_mut(cols.len() * 16 * co).zip(rows).for_each(|(dm, &p)| {
+        let read = |o: usize, y: usize, x: usize| if y < oh && x < ow { g[(o * oh + y) * ow + x] } else { 0.0 };
+        for (&q, dm) in cols.iter().zip(dm.chunks_mut(16 * co)) {
+            for o in 0..co {
+                let g0 = [read(o, p, q), read(o, p, q + d)];
+                let g1 = [read(o, p + d, q), read(o, p + d, q + d)];
+                // t = A·g (4 × 2), then dM = t·Aᵀ.
+                let t: [[f32; 2]; 4] = [
+                    g0,
+                    std::array::from_fn(|b| g0[b] + g1[b]),
+                    std::array::from_fn(|b| g0[b] - g1[b]),
+                    std::array::from_fn(|b| -g1[b]),
+                ];
+                for (a, t) in t.iter().enumerate() {
+                    let row = [t[0], t[0] + t[1], t[0] - t[1], -t[1]];
+                    for (b, val) in row.into_iter().enumerate() {
+                        dm[(a * 4 + b) * co + o] = val;
+                    }
+                }
+            }
+        }
+    });
+    dm
+}
+
+/// One sample: `out[o, p, q] (+ bias[o]) = Σ_i Σ_{a,b < 3} k[o, i, a, b] · src[i, p + d·a − shift,
+/// q + d·b − shift]`, `src` `(ci, sh, sw)` read as zero outside, `out` `(co, oh, ow)`, `u` the
+/// transformed kernels `[16][co][ci]`.
+#[allow(clippy::too_many_arguments)]
+fn correlate(
+    src: &[f32],
+    (ci, sh, sw): (usize, usize, usize),
+    u: &[f32],
+    co: usize,
+    (oh, ow): (usize, usize),
+    d: usize,
+    shift: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let (rows, cols) = (anchors(oh, d), anchors(ow, d));
+    let tiles = rows.len() * cols.len();
+    let v = transform_tiles(src, (ci, sh, sw), (&rows, &cols), d, shift);
     // M_k = U_k · V_k for the 16 positions, M[o][k][t].
-    let mut m = vec![0f32; co * 16 * tiles];
+    let mut m = Scratch::take(co * 16 * tiles);
     for k in 0..16 {
         let lhs = Mat { data: u, offset: k * co * ci, rows: co, cols: ci, rs: ci, cs: 1 };
         let rhs = Mat { data: &v, offset: k * tiles, rows: ci, cols: tiles, rs: 16 * tiles, cs: 1 };
@@ -195,10 +296,11 @@ fn correlate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scratch::tests::poison;
     use crate::taps::tests::{close, reference, values};
 
     #[test]
-    fn forward_and_data_gradient_match_float64_loops() {
+    fn the_three_passes_match_float64_loops() {
         // Odd and even sizes (partial tiles at both edges), dilations 1 to 3 (sub-grids of
         // unequal length), channels past gemm's blocking, batch 2, a single output row.
         for s in [
@@ -212,10 +314,17 @@ mod tests {
             let wt = values(s.cout * s.cin * 9, 7.0);
             let g = values(s.b * s.cout * h * w, 3.0);
             let bias = values(s.cout, 11.0);
-            let (ry, rdx, _) = reference(&x, &wt, &g, &s);
+            let (ry, rdx, rdw) = reference(&x, &wt, &g, &s);
             let ry: Vec<f64> = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
+            // Each pass takes scratch buffers full of NaN: a transform or product that leaves
+            // any element unwritten fails the comparison.
+            let poisoned = || poison(s.b * 16 * s.cin.max(s.cout) * s.hp * s.wp);
+            poisoned();
             close(&forward(&x, &wt, &bias, &s), &ry, &format!("{s:?} output"));
+            poisoned();
             close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
+            poisoned();
+            close(&weight_gradient(&x, &g, &s), &rdw, &format!("{s:?} weight gradient"));
         }
     }
 

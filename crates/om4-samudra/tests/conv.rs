@@ -65,7 +65,7 @@ fn max_rel(got: &[f32], want: &[f64]) -> f64 {
 }
 
 /// Every convolution shape the network has (k×k with dilations 1 and 2, 1×1, batch 1 and 3; the
-/// last 3×3 one large enough that its forward and data gradient take Winograd's F(2×2, 3×3):
+/// last 3×3 one large enough that all three of its passes take Winograd's F(2×2, 3×3):
 /// 64 channels, a 64 × 64 output) agrees with float64 within float32 rounding, forward and in all
 /// three gradients.
 #[test]
