@@ -14,7 +14,8 @@
 //!   matrix products, every pass of a k×k convolution as k² GEMMs or, for the large 3×3 ones, by
 //!   Winograd's F(2×2, 3×3) ([`model::conv`]), the capped
 //!   GELU as one parallel, vectorized pass ([`model::capped_gelu`]), instance norm as one
-//!   operation ([`model::instance_norm`]), longitude padding by slices; elsewhere Burn's
+//!   operation ([`model::instance_norm`]), longitude padding as one copy ([`model::pad_lonlat`]);
+//!   elsewhere Burn's
 //!   operations.
 //! - [`DataParallel`]: a trainer as one rank of a distributed run over any
 //!   `om4_mpi::Collective` (ranks as threads, or MPI with om4-mpi's `mpi`): upstream's DDP schedule slice per rank and
@@ -43,6 +44,7 @@ mod gelu;
 mod loss;
 pub mod model;
 mod norm;
+mod pad;
 mod parallel;
 mod rollout;
 mod run;

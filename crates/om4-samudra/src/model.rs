@@ -19,7 +19,8 @@ pub use crate::conv::{conv, tap_gemms};
 pub use crate::erf::{erf, gelu_capped, gelu_capped_grad};
 pub use crate::gelu::{capped_gelu, capped_gelu_ops};
 pub use crate::norm::{instance_norm, instance_norm_gelu, instance_norm_ops};
-use burn::tensor::{Bool, Device, FloatDType, Int, Tensor, TensorData};
+pub use crate::pad::{pad_lonlat, pad_lonlat_ops, wrap_longitude};
+use burn::tensor::{Bool, Device, FloatDType, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// Normalization inside blocks.
@@ -139,36 +140,6 @@ impl SamudraConfig {
             bf16: self.use_bfloat16,
         }
     }
-}
-
-/// Circular padding of `p` along x (last axis) and zeros along y. Padding wider than the grid
-/// wraps around again (PyTorch refuses that case; it only arises on toy grids).
-///
-/// The usual case copies the edge columns beside the tensor (`cat`), whose backward takes views
-/// of the gradient; the wide case gathers columns by index (`select`), whose backward scatters.
-/// Both give the same tensor (`tests/model.rs`).
-pub fn pad_lonlat(x: Tensor<4>, p: usize) -> Tensor<4> {
-    if p == 0 {
-        return x;
-    }
-    let [b, c, h, w] = x.dims();
-    let wide = if p <= w {
-        let left = x.clone().slice([0..b, 0..c, 0..h, w - p..w]);
-        let right = x.clone().slice([0..b, 0..c, 0..h, 0..p]);
-        Tensor::cat(vec![left, x, right], 3)
-    } else {
-        wrap_longitude(x, p)
-    };
-    wide.pad((0, 0, p, p), burn::tensor::ops::PadMode::Constant(0.0))
-}
-
-/// Columns `−p .. w + p` of `x`, each taken modulo `w`, by index: any `p` (no latitude padding).
-pub fn wrap_longitude(x: Tensor<4>, p: usize) -> Tensor<4> {
-    let w = x.dims()[3];
-    let device = x.device();
-    let idx: Vec<i64> = (0..w + 2 * p).map(|i| ((i + w * p - p) % w) as i64).collect();
-    let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [w + 2 * p]), &device);
-    x.select(3, idx)
 }
 
 /// Bilinear ×2 upsampling (`align_corners = false`); zonally periodic: one column wrapped onto

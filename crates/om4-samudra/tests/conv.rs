@@ -1,15 +1,15 @@
 //! The network's fast paths against simple references: the convolutions (1×1 as a matrix
-//! product, k×k as per-tap GEMMs in all three passes) against float64 loops, forward and every
-//! gradient; the longitude padding by slices against the padding by index, and the capped GELU
-//! against its composition from Burn's operations, bit for bit; the GPU backends' GELU (tensor
-//! operations) against the exact derivative; the fused instance norm and its gradient against
-//! float64 and against the tensor-operation form, and instance norm fused with the GELU against
-//! the two in turn, bit for bit.
+//! product, k×k as per-tap GEMMs or by Winograd in all three passes) against float64 loops,
+//! forward and every gradient; the longitude padding as one copy and by slices against the
+//! padding by index, and the capped GELU against its composition from Burn's operations, bit for
+//! bit; the GPU backends' GELU (tensor operations) against the exact derivative; the fused
+//! instance norm and its gradient against float64 and against the tensor-operation form, and
+//! instance norm fused with the GELU against the two in turn, bit for bit.
 
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use om4_samudra::model::{
     capped_gelu, capped_gelu_ops, conv, gelu_capped, gelu_capped_grad, instance_norm, instance_norm_gelu,
-    instance_norm_ops, pad_lonlat, tap_gemms, wrap_longitude,
+    instance_norm_ops, pad_lonlat, pad_lonlat_ops, tap_gemms, wrap_longitude,
 };
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
@@ -99,26 +99,33 @@ fn convolutions_and_their_gradients_match_float64() {
     }
 }
 
-/// Padding by slices gives the same tensor as padding by index, bit for bit, for every width
-/// from 1 to past the grid's, and the same input gradient: bit for bit while `2p ≤ w` (a column
-/// then gathers at most two terms, and their sum does not depend on the order), within float32
-/// rounding of the three-term sums when both edges take the same column.
+/// Longitude padding: flex's one-copy operation, Burn's operations by slices and by index give
+/// the same tensor, bit for bit, for every width from 1 to past the grid's, with and without
+/// autodiff. Input gradients: the one-copy operation's equals the by-index form's bit for bit
+/// (both sum a column's terms left to right from zero) and the by-slices form's bit for bit while
+/// `2p ≤ w` (a column then gathers at most two terms, whose sum does not depend on the order),
+/// within float32 rounding of the three-term sums when both edges take the same column.
 #[test]
-fn longitude_padding_by_slices_equals_padding_by_index() {
+fn longitude_padding_by_one_copy_by_slices_and_by_index_agree() {
     let device = Device::flex().autodiff();
     let (h, w) = (4usize, 6usize);
+    let bits = |t: Vec<f32>| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     for p in 1..=w + 2 {
         let data: Vec<f32> = (0..2 * 3 * h * w).map(|i| ((i * 37) % 23) as f32 * 0.37 - 4.0).collect();
-        let a = Tensor::<4>::from_data(TensorData::new(data.clone(), [2, 3, h, w]), &device).require_grad();
-        let b = Tensor::<4>::from_data(TensorData::new(data, [2, 3, h, w]), &device).require_grad();
-        let by_slices = pad_lonlat(a.clone(), p);
-        let by_index = wrap_longitude(b.clone(), p).pad((0, 0, p, p), burn::tensor::ops::PadMode::Constant(0.0));
-        let weights = Tensor::<4>::random(by_slices.dims(), Distribution::Normal(0.0, 1.0), &device);
-        let bits = |t: Vec<f32>| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(values(by_slices.clone().inner())), bits(values(by_index.clone().inner())), "p = {p}");
-        let ga = (by_slices * weights.clone()).sum().backward();
-        let gb = (by_index * weights).sum().backward();
-        let (da, db) = (values(a.grad(&ga).unwrap()), values(b.grad(&gb).unwrap()));
+        let input = || Tensor::<4>::from_data(TensorData::new(data.clone(), [2, 3, h, w]), &device).require_grad();
+        let (a, b, c) = (input(), input(), input());
+        let fused = pad_lonlat(a.clone(), p);
+        let by_slices = pad_lonlat_ops(b.clone(), p);
+        let by_index = wrap_longitude(c.clone(), p).pad((0, 0, p, p), burn::tensor::ops::PadMode::Constant(0.0));
+        let plain = pad_lonlat(Tensor::<4>::from_data(TensorData::new(data.clone(), [2, 3, h, w]), &Device::flex()), p);
+        let want = bits(values(by_index.clone().inner()));
+        assert_eq!(bits(values(fused.clone().inner())), want, "p = {p}");
+        assert_eq!(bits(values(by_slices.clone().inner())), want, "p = {p}");
+        assert_eq!(bits(values(plain)), want, "without autodiff, p = {p}");
+        let weights = Tensor::<4>::random(fused.dims(), Distribution::Normal(0.0, 1.0), &device);
+        let grad = |y: Tensor<4>, x: &Tensor<4>| values(x.grad(&(y * weights.clone()).sum().backward()).unwrap());
+        let (da, db, dc) = (grad(fused, &a), grad(by_slices, &b), grad(by_index, &c));
+        assert_eq!(bits(da.clone()), bits(dc), "gradient, p = {p}");
         if 2 * p <= w {
             assert_eq!(bits(da), bits(db), "gradient, p = {p}");
         } else {
