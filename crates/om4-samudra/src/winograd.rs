@@ -152,6 +152,10 @@ fn anchors(n: usize, d: usize) -> Vec<usize> {
 /// (a channel's block is contiguous, so the channels transform in parallel; position k's matrix
 /// has row stride `16·tiles`). Tile `(p, q)` reads `src[p + d·a − shift, q + d·b − shift]` for
 /// `a, b < 4`, zero outside.
+///
+/// A tile row at a time, as whole lines: its four input lines copied out with zeros past the
+/// edges, `t = Bᵀ·x` on the lines, then each `V[a][b]` for all the row's tiles by one loop over
+/// them (the same operations in the same order as tile by tile, so the same values).
 fn transform_tiles(
     src: &[f32],
     (ci, sh, sw): (usize, usize, usize),
@@ -159,52 +163,86 @@ fn transform_tiles(
     d: usize,
     shift: usize,
 ) -> Scratch {
-    let tiles = rows.len() * cols.len();
+    let (nr, nc) = (rows.len(), cols.len());
+    let tiles = nr * nc;
     let mut v = Scratch::take(ci * 16 * tiles);
+    let Some(&last) = cols.last() else { return v };
+    let len = last + 3 * d + 1;
     v.par_chunks_mut(16 * tiles).zip(src.par_chunks(sh * sw)).for_each(|(v, plane)| {
-        let inside = |p: usize, n: usize| p.checked_sub(shift).filter(|&p| p < n);
+        let mut x = vec![0f32; 4 * len];
+        let mut t = vec![0f32; 4 * len];
         for (tr, &p) in rows.iter().enumerate() {
-            // The tile row's four input lines (`None` outside the source: zeros).
-            let lines: [Option<&[f32]>; 4] =
-                std::array::from_fn(|a| inside(p + d * a, sh).map(|y| &plane[y * sw..][..sw]));
-            for (tc, &q) in cols.iter().enumerate() {
-                let mut x = [[0f32; 4]; 4];
-                let whole = q >= shift && q + 3 * d - shift < sw;
-                for (row, line) in x.iter_mut().zip(&lines) {
-                    let Some(line) = line else { continue };
-                    if whole {
-                        let line = &line[q - shift..];
-                        *row = [line[0], line[d], line[2 * d], line[3 * d]];
-                    } else {
-                        for (b, x) in row.iter_mut().enumerate() {
-                            *x = inside(q + d * b, sw).map_or(0.0, |c| line[c]);
-                        }
-                    }
-                }
-                // t = Bᵀ·x, then V = t·B.
-                let t: [[f32; 4]; 4] = [
-                    std::array::from_fn(|b| x[0][b] - x[2][b]),
-                    std::array::from_fn(|b| x[1][b] + x[2][b]),
-                    std::array::from_fn(|b| x[2][b] - x[1][b]),
-                    std::array::from_fn(|b| x[1][b] - x[3][b]),
-                ];
-                let tile = tr * cols.len() + tc;
-                for (a, t) in t.iter().enumerate() {
-                    let row = [t[0] - t[2], t[1] + t[2], t[2] - t[1], t[1] - t[3]];
-                    for (b, val) in row.into_iter().enumerate() {
-                        v[(a * 4 + b) * tiles + tile] = val;
-                    }
-                }
+            for (a, line) in x.chunks_mut(len).enumerate() {
+                let y = (p + d * a).checked_sub(shift).filter(|&y| y < sh);
+                extend(y.map(|y| &plane[y * sw..][..sw]), shift, line);
+            }
+            let [x0, x1, x2, x3] = lines(&x, len);
+            let [t0, t1, t2, t3] = lines_mut(&mut t, len);
+            for j in 0..len {
+                t0[j] = x0[j] - x2[j];
+                t1[j] = x1[j] + x2[j];
+                t2[j] = x2[j] - x1[j];
+                t3[j] = x1[j] - x3[j];
+            }
+            // V[a][·] = t_a·B: [t0 − t2, t1 + t2, t2 − t1, t1 − t3] at the tile's columns.
+            for (a, t) in t.chunks(len).enumerate() {
+                let mut out = v.chunks_mut(tiles).skip(4 * a).map(|v| &mut v[tr * nc..][..nc]);
+                let mut next = || out.next().expect("16 positions");
+                across(next(), t, cols, d, [0, 2], |a, b| a - b);
+                across(next(), t, cols, d, [1, 2], |a, b| a + b);
+                across(next(), t, cols, d, [2, 1], |a, b| a - b);
+                across(next(), t, cols, d, [1, 3], |a, b| a - b);
             }
         }
     });
     v
 }
 
+/// `line[j] = src[j − shift]`, zero outside `src` (all zeros without one).
+fn extend(src: Option<&[f32]>, shift: usize, line: &mut [f32]) {
+    line.fill(0.0);
+    if let Some(src) = src {
+        let from = shift.min(line.len());
+        let n = src.len().min(line.len() - from);
+        line[from..from + n].copy_from_slice(&src[..n]);
+    }
+}
+
+fn lines(x: &[f32], len: usize) -> [&[f32]; 4] {
+    std::array::from_fn(|a| &x[a * len..][..len])
+}
+
+fn lines_mut(x: &mut [f32], len: usize) -> [&mut [f32]; 4] {
+    let (a, rest) = x.split_at_mut(len);
+    let (b, rest) = rest.split_at_mut(len);
+    let (c, rest) = rest.split_at_mut(len);
+    [a, b, c, &mut rest[..len]]
+}
+
+/// `out[tc] = f(line[q + d·i], line[q + d·j])` for the tile columns `q = cols[tc]`; with `d = 1`
+/// the columns are `0, 2, 4, …`, written as such so that the loop vectorizes.
+#[inline(always)]
+fn across(out: &mut [f32], line: &[f32], cols: &[usize], d: usize, [i, j]: [usize; 2], f: impl Fn(f32, f32) -> f32) {
+    if d == 1 {
+        let line = &line[..2 * out.len() + i.max(j) - 1];
+        for (tc, o) in out.iter_mut().enumerate() {
+            *o = f(line[2 * tc + i], line[2 * tc + j]);
+        }
+    } else {
+        for (o, &q) in out.iter_mut().zip(cols) {
+            *o = f(line[q + d * i], line[q + d * j]);
+        }
+    }
+}
+
 /// `dM = A·g·Aᵀ` for every tile of every channel of the output gradient `g` `(co, oh, ow)`, laid
 /// out `[tiles][16][co]` (a tile row's block is contiguous, so the tile rows transform in
 /// parallel; position k's matrix, tiles by channels, has row stride `16·co`); tile `(p, q)` reads
 /// `g[p + d·a, q + d·b]` for `a, b < 2`, zero past the edge (outputs the forward does not write).
+///
+/// Per tile row, its two gradient rows are first laid out channel-innermost (`[x][co]`, in
+/// blocks of [`BLOCK`] × [`BLOCK`]), so that each tile's 16 positions are computed as loops over
+/// the channels, reading and writing runs.
 fn transform_gradient(
     g: &[f32],
     (co, oh, ow): (usize, usize, usize),
@@ -212,31 +250,65 @@ fn transform_gradient(
     d: usize,
 ) -> Scratch {
     assert_eq!(g.len(), co * oh * ow, "one output gradient plane per channel");
-    let mut dm = Scratch::take(rows.len() * cols.len() * 16 * co);
-    dm.par_chunks_mut(cols.len() * 16 * co).zip(rows).for_each(|(dm, &p)| {
-        let read = |o: usize, y: usize, x: usize| if y < oh && x < ow { g[(o * oh + y) * ow + x] } else { 0.0 };
-        for (&q, dm) in cols.iter().zip(dm.chunks_mut(16 * co)) {
-            for o in 0..co {
-                let g0 = [read(o, p, q), read(o, p, q + d)];
-                let g1 = [read(o, p + d, q), read(o, p + d, q + d)];
-                // t = A·g (4 × 2), then dM = t·Aᵀ.
-                let t: [[f32; 2]; 4] = [
-                    g0,
-                    std::array::from_fn(|b| g0[b] + g1[b]),
-                    std::array::from_fn(|b| g0[b] - g1[b]),
-                    std::array::from_fn(|b| -g1[b]),
-                ];
-                for (a, t) in t.iter().enumerate() {
-                    let row = [t[0], t[0] + t[1], t[0] - t[1], -t[1]];
-                    for (b, val) in row.into_iter().enumerate() {
-                        dm[(a * 4 + b) * co + o] = val;
+    let nc = cols.len();
+    let mut dm = Scratch::take(rows.len() * nc * 16 * co);
+    dm.par_chunks_mut(nc * 16 * co).zip(rows).for_each(|(dm, &p)| {
+        // The rows p and p + d, [a][x][o], zero past the edge.
+        let mut rows = vec![0f32; 2 * (ow + d) * co];
+        for (a, line) in rows.chunks_mut((ow + d) * co).enumerate() {
+            let y = p + d * a;
+            if y >= oh {
+                continue;
+            }
+            for o0 in (0..co).step_by(BLOCK) {
+                for x0 in (0..ow).step_by(BLOCK) {
+                    let n = BLOCK.min(ow - x0);
+                    for o in o0..(o0 + BLOCK).min(co) {
+                        let src = &g[(o * oh + y) * ow + x0..][..n];
+                        for (x, &v) in src.iter().enumerate() {
+                            line[(x0 + x) * co + o] = v;
+                        }
                     }
+                }
+            }
+        }
+        let (r0, r1) = rows.split_at(rows.len() / 2);
+        let mut t = vec![0f32; 2 * co];
+        for (&q, dm) in cols.iter().zip(dm.chunks_mut(16 * co)) {
+            let (g00, g01) = (&r0[q * co..][..co], &r0[(q + d) * co..][..co]);
+            let (g10, g11) = (&r1[q * co..][..co], &r1[(q + d) * co..][..co]);
+            let mut out = dm.chunks_mut(co);
+            for a in 0..4 {
+                // t_a = row a of A·g (2 columns): [g0, g0 + g1, g0 − g1, −g1].
+                let (ta0, ta1) = t.split_at_mut(co);
+                for o in 0..co {
+                    (ta0[o], ta1[o]) = match a {
+                        0 => (g00[o], g01[o]),
+                        1 => (g00[o] + g10[o], g01[o] + g11[o]),
+                        2 => (g00[o] - g10[o], g01[o] - g11[o]),
+                        _ => (-g10[o], -g11[o]),
+                    };
+                }
+                // dM[a][·] = t_a·Aᵀ: [t0, t0 + t1, t0 − t1, −t1].
+                let mut next = || out.next().expect("16 positions");
+                next().copy_from_slice(ta0);
+                for (d, (&x, &y)) in next().iter_mut().zip(ta0.iter().zip(ta1.iter())) {
+                    *d = x + y;
+                }
+                for (d, (&x, &y)) in next().iter_mut().zip(ta0.iter().zip(ta1.iter())) {
+                    *d = x - y;
+                }
+                for (d, &y) in next().iter_mut().zip(ta1.iter()) {
+                    *d = -y;
                 }
             }
         }
     });
     dm
 }
+
+/// Channels and columns per block of [`transform_gradient`]'s transposition.
+const BLOCK: usize = 16;
 
 /// One sample: `out[o, p, q] (+ bias[o]) = Σ_i Σ_{a,b < 3} k[o, i, a, b] · src[i, p + d·a − shift,
 /// q + d·b − shift]`, `src` `(ci, sh, sw)` read as zero outside, `out` `(co, oh, ow)`, `u` the
@@ -263,31 +335,48 @@ fn correlate(
         let rhs = Mat { data: &v, offset: k * tiles, rows: ci, cols: tiles, rs: 16 * tiles, cs: 1 };
         gemm_into(&mut m, k * tiles, 16 * tiles, 1, false, lhs, rhs, co * ci * tiles);
     }
-    // Y = Aᵀ·M·A per tile, written where it lies inside the output.
+    // Y = Aᵀ·M·A per tile row (as the input transform, by loops over the row's tiles), through a
+    // line long enough for the last tile, of which the part inside the output is kept.
+    let (nc, len) = (cols.len(), cols.last().map_or(0, |&q| q + d + 1));
     out.par_chunks_mut(oh * ow).zip(m.par_chunks(16 * tiles)).enumerate().for_each(|(o, (out, m))| {
         let bias = bias.map_or(0.0, |b| b[o]);
+        let mut r = vec![0f32; 8 * nc];
+        let mut line = vec![0f32; len];
         for (tr, &p) in rows.iter().enumerate() {
-            for (tc, &q) in cols.iter().enumerate() {
-                let tile = tr * cols.len() + tc;
-                let mk = |a: usize, b: usize| m[(a * 4 + b) * tiles + tile];
-                // r = Aᵀ·M (2 × 4), then Y = r·A.
-                let r: [[f32; 4]; 2] = [
-                    std::array::from_fn(|b| mk(0, b) + mk(1, b) + mk(2, b)),
-                    std::array::from_fn(|b| mk(1, b) - mk(2, b) - mk(3, b)),
-                ];
-                for (a, r) in r.iter().enumerate() {
-                    let y = p + d * a;
-                    if y >= oh {
-                        continue;
+            let mk = |k: usize| &m[k * tiles + tr * nc..][..nc];
+            // r = Aᵀ·M (2 × 4): r[0][b] = M[0][b] + M[1][b] + M[2][b], r[1][b] = M[1][b] − M[2][b] − M[3][b].
+            for (b, r) in r.chunks_mut(nc).enumerate() {
+                let (a, b) = (b / 4, b % 4);
+                let (m0, m1, m2, m3) = (mk(b), mk(4 + b), mk(8 + b), mk(12 + b));
+                if a == 0 {
+                    for t in 0..nc {
+                        r[t] = m0[t] + m1[t] + m2[t];
                     }
-                    let pair = [r[0] + r[1] + r[2], r[1] - r[2] - r[3]];
-                    for (b, val) in pair.into_iter().enumerate() {
-                        let x = q + d * b;
-                        if x < ow {
-                            out[y * ow + x] = val + bias;
-                        }
+                } else {
+                    for t in 0..nc {
+                        r[t] = m1[t] - m2[t] - m3[t];
                     }
                 }
+            }
+            // Y[a] = r[a]·A: [r0 + r1 + r2, r1 − r2 − r3] at columns q and q + d.
+            for (a, r) in r.chunks(4 * nc).enumerate() {
+                let y = p + d * a;
+                if y >= oh {
+                    continue;
+                }
+                let [r0, r1, r2, r3] = lines(r, nc);
+                if d == 1 {
+                    for (t, pair) in line.chunks_exact_mut(2).take(nc).enumerate() {
+                        pair[0] = r0[t] + r1[t] + r2[t] + bias;
+                        pair[1] = r1[t] - r2[t] - r3[t] + bias;
+                    }
+                } else {
+                    for (t, &q) in cols.iter().enumerate() {
+                        line[q] = r0[t] + r1[t] + r2[t] + bias;
+                        line[q + d] = r1[t] - r2[t] - r3[t] + bias;
+                    }
+                }
+                out[y * ow..][..ow].copy_from_slice(&line[..ow]);
             }
         }
     });
