@@ -1,5 +1,6 @@
 //! Samudra's k×k convolutions (stride 1, unpadded, dilation d) on the CPU as k² GEMMs over views
-//! of the NCHW planes, one per kernel tap: no im2col copy, no transposed convolution.
+//! of the NCHW planes, one per kernel tap: no transposed convolution, and an im2col copy only
+//! where the input has few channels.
 //!
 //! The trick that makes every tap one GEMM on a plain strided view: the output is computed at the
 //! input's width `W_in` ("wide"), so that a tap's window of an input channel, flattened, is one
@@ -10,6 +11,10 @@
 //! - data gradient: `dX_b[:, s_t .. s_t + n] += W_tᵀ · G_wide`;
 //! - weight gradient: `dW_t += G_wide · X_b[:, s_t .. s_t + n]ᵀ`, summed over the batch.
 //!
+//! With few input channels those GEMMs are thin (sums or results only `C_in` long), so where the
+//! copy pays ([`gathers`]) the forward and the weight gradient first gather the k² runs of every
+//! channel into one `(C_in·k², n)` matrix (a scratch buffer) and run one GEMM over it instead.
+//!
 //! Each pass does exactly the convolution's multiply-adds, on the `gemm` crate (the kernels flex
 //! itself uses), parallel over rayon's pool. The sums run in another order than a direct loop's,
 //! so results agree with a float64 reference to float32 rounding (`tests/conv.rs`).
@@ -19,6 +24,8 @@
 //! which checks that each matrix's last element lies inside its slice before the call.
 
 use rayon::prelude::*;
+
+use crate::scratch::Scratch;
 
 /// The shapes of one convolution: input `(b, cin, hp, wp)`, weight `(cout, cin, k, k)`,
 /// dilation `d`, output `(b, cout, h, w)` with `h = hp − (k−1)·d`, `w = wp − (k−1)·d`.
@@ -65,6 +72,11 @@ impl Taps {
 
 /// `y[b, co] = bias[co] + Σ_{ci, tap} w[co, ci, tap] · x[b, ci, window of tap]`, `(b, cout, h, w)`.
 pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<f32> {
+    forward_as(x, weight, bias, s, gathers(s))
+}
+
+/// [`forward`], gathering the runs first or not.
+fn forward_as(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps, gathered: bool) -> Vec<f32> {
     check(x, weight, s);
     assert_eq!(bias.len(), s.cout, "one bias per output channel");
     let (h, w) = s.out();
@@ -73,10 +85,17 @@ pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<
     let mut wide = vec![0f32; s.cout * plane_wide];
     for b in 0..s.b {
         let xb = &x[b * s.cin * plane_in..][..s.cin * plane_in];
-        for t in 0..s.kk() {
-            let lhs = Mat { data: weight, offset: t, rows: s.cout, cols: s.cin, rs: s.cin * s.kk(), cs: s.kk() };
-            let rhs = Mat { data: xb, offset: s.start(t), rows: s.cin, cols: n, rs: plane_in, cs: 1 };
-            gemm_into(&mut wide, 0, plane_wide, 1, t > 0, lhs, rhs, s.multiply_adds());
+        if gathered {
+            let runs = gather(xb, s);
+            let lhs = Mat { data: weight, offset: 0, rows: s.cout, cols: s.cin * s.kk(), rs: s.cin * s.kk(), cs: 1 };
+            let rhs = Mat { data: &runs, offset: 0, rows: s.cin * s.kk(), cols: n, rs: n, cs: 1 };
+            gemm_into(&mut wide, 0, plane_wide, 1, false, lhs, rhs, s.multiply_adds());
+        } else {
+            for t in 0..s.kk() {
+                let lhs = Mat { data: weight, offset: t, rows: s.cout, cols: s.cin, rs: s.cin * s.kk(), cs: s.kk() };
+                let rhs = Mat { data: xb, offset: s.start(t), rows: s.cin, cols: n, rs: plane_in, cs: 1 };
+                gemm_into(&mut wide, 0, plane_wide, 1, t > 0, lhs, rhs, s.multiply_adds());
+            }
         }
         let yb = &mut y[b * s.cout * h * w..][..s.cout * h * w];
         yb.par_chunks_mut(h * w).zip(wide.par_chunks(plane_wide)).zip(bias).for_each(|((out, wide), &bias)| {
@@ -113,11 +132,28 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
 /// Each tap's `(cout, cin)` block is summed contiguously (a GEMM result with unit column
 /// stride), then laid out tap-innermost.
 pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
+    weight_gradient_as(x, grad, s, gathers(s))
+}
+
+/// [`weight_gradient`], gathering the runs first or not.
+fn weight_gradient_as(x: &[f32], grad: &[f32], s: &Taps, gathered: bool) -> Vec<f32> {
     check(x, &[], s);
     check_grad(grad, &[], s);
     let (plane_in, block) = (s.hp * s.wp, s.cout * s.cin);
-    let mut per_tap = vec![0f32; s.kk() * block];
     let mut wide = vec![0f32; s.cout * s.out().0 * s.wp];
+    if gathered {
+        // (cout, cin·k²) is the weight's own layout.
+        let mut dw = vec![0f32; s.kk() * block];
+        for b in 0..s.b {
+            widen(grad, b, s, &mut wide);
+            let runs = gather(&x[b * s.cin * plane_in..][..s.cin * plane_in], s);
+            let lhs = Mat { data: &wide, offset: 0, rows: s.cout, cols: s.n(), rs: s.out().0 * s.wp, cs: 1 };
+            let rhs = Mat { data: &runs, offset: 0, rows: s.n(), cols: s.cin * s.kk(), rs: 1, cs: s.n() };
+            gemm_into(&mut dw, 0, s.cin * s.kk(), 1, b > 0, lhs, rhs, s.multiply_adds());
+        }
+        return dw;
+    }
+    let mut per_tap = vec![0f32; s.kk() * block];
     for b in 0..s.b {
         widen(grad, b, s, &mut wide);
         let xb = &x[b * s.cin * plane_in..][..s.cin * plane_in];
@@ -134,6 +170,30 @@ pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
         }
     }
     dw
+}
+
+/// Whether the forward and the weight gradient gather the taps' runs of the input first (im2col:
+/// `cin·k²` rows of `n` values, a copy) for one GEMM, rather than k² GEMMs whose sums (forward) or
+/// results (weight gradient) are only `cin` long. That pays where the copy is cheap against the
+/// GEMM: few input channels and many output channels (each gathered value then takes part in
+/// `cout` multiply-adds; the 16 → 154 head at 2°: weight gradient 21 → 14 ms, forward 9.1 → 6.6),
+/// or runs that stay in cache (at most 4 MiB). With 16 or 32 channels in and 32 out at 2°, the
+/// copy cost more than it saved (weight gradient 3.1 → 5.5 ms, 5.0 → 11.2 ms); docs/benchmarks.md.
+fn gathers(s: &Taps) -> bool {
+    let bytes = s.cin * s.kk() * s.n() * std::mem::size_of::<f32>();
+    s.kk() > 1 && ((s.cin < 64 && s.cout >= 96) || bytes <= 4 << 20)
+}
+
+/// The taps' runs of one sample's input `(cin, hp, wp)`: row `ci·k² + t` is channel `ci`'s run
+/// of `n` values from tap `t`'s start.
+fn gather(xb: &[f32], s: &Taps) -> Scratch {
+    let (n, plane_in) = (s.n(), s.hp * s.wp);
+    let mut runs = Scratch::take(s.cin * s.kk() * n);
+    runs.par_chunks_mut(n).enumerate().for_each(|(r, run)| {
+        let (ci, t) = (r / s.kk(), r % s.kk());
+        run.copy_from_slice(&xb[ci * plane_in + s.start(t)..][..n]);
+    });
+    runs
 }
 
 /// Sample `b` of the gradient `(b, cout, h, w)` at the input's width: zeros past column `w`.
@@ -235,6 +295,7 @@ pub(crate) fn gemm_into(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::scratch::tests::poison;
 
     /// The three passes by direct loops in float64 (also [`crate::winograd`]'s reference).
     pub(crate) fn reference(x: &[f32], w: &[f32], g: &[f32], s: &Taps) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
@@ -293,9 +354,17 @@ pub(crate) mod tests {
             let bias = values(s.cout, 11.0);
             let (ry, rdx, rdw) = reference(&x, &wt, &g, &s);
             let ry: Vec<f64> = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
-            close(&forward(&x, &wt, &bias, &s), &ry, &format!("{s:?} output"));
+            // The gathered runs come from scratch buffers full of NaN: any run left unwritten
+            // fails the comparison.
+            let poisoned = || poison(s.cin * s.kk() * s.hp * s.wp);
+            for gather in [false, true] {
+                poisoned();
+                close(&forward_as(&x, &wt, &bias, &s, gather), &ry, &format!("{s:?} output, gather {gather}"));
+                poisoned();
+                let dw = weight_gradient_as(&x, &g, &s, gather);
+                close(&dw, &rdw, &format!("{s:?} weight gradient, gather {gather}"));
+            }
             close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
-            close(&weight_gradient(&x, &g, &s), &rdw, &format!("{s:?} weight gradient"));
         }
     }
 
