@@ -239,8 +239,13 @@ impl Mat<'_> {
     }
 }
 
+/// The `work` to give [`gemm_into`] for a GEMM that runs on the calling thread alone (one of
+/// several that run in parallel).
+pub(crate) const ONE_THREAD: usize = 0;
+
 /// `dst[offset + i·rs + j·cs] (+)= Σ_l lhs(i, l) · rhs(l, j)`: accumulated when `accumulate`,
-/// else overwritten. Parallel over rayon's pool unless the whole convolution is small.
+/// else overwritten. Parallel over rayon's pool unless the whole convolution (`work`
+/// multiply-adds) is small or `work` is [`ONE_THREAD`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_into(
     dst: &mut [f32],

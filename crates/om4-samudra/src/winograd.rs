@@ -24,7 +24,7 @@
 use rayon::prelude::*;
 
 use crate::scratch::Scratch;
-use crate::taps::{Mat, Taps, gemm_into};
+use crate::taps::{Mat, ONE_THREAD, Taps, gemm_into};
 
 /// Whether the three passes of `s` run here rather than as per-tap GEMMs: a 3×3
 /// kernel, channels enough for the 16 GEMMs to run at the GEMM's rate and tiles enough to share
@@ -81,11 +81,11 @@ pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
     for (b, (x, g)) in samples.enumerate() {
         let v = transform_tiles(x, (s.cin, s.hp, s.wp), (&rows, &cols), s.d, 0);
         let dm = transform_gradient(g, (s.cout, h, w), (&rows, &cols), s.d);
-        for k in 0..16 {
+        du.par_chunks_mut(block).enumerate().for_each(|(k, du)| {
             let lhs = Mat { data: &v, offset: k * tiles, rows: s.cin, cols: tiles, rs: 16 * tiles, cs: 1 };
             let rhs = Mat { data: &dm, offset: k * s.cout, rows: tiles, cols: s.cout, rs: 16 * s.cout, cs: 1 };
-            gemm_into(&mut du, k * block, s.cout, 1, b > 0, lhs, rhs, block * tiles);
-        }
+            gemm_into(du, 0, s.cout, 1, b > 0, lhs, rhs, ONE_THREAD);
+        });
     }
     let mut dw = vec![0f32; block * 9];
     dw.par_chunks_mut(9).enumerate().for_each(|(oi, dw)| {
@@ -328,22 +328,23 @@ fn correlate(
     let (rows, cols) = (anchors(oh, d), anchors(ow, d));
     let tiles = rows.len() * cols.len();
     let v = transform_tiles(src, (ci, sh, sw), (&rows, &cols), d, shift);
-    // M_k = U_k · V_k for the 16 positions, M[o][k][t].
-    let mut m = Scratch::take(co * 16 * tiles);
-    for k in 0..16 {
+    // M_k = U_k · V_k for the 16 positions, M[k][o][t]: the 16 GEMMs in parallel, each on one
+    // thread (5 % faster here than one after the other, each on every thread).
+    let mut m = Scratch::take(16 * co * tiles);
+    m.par_chunks_mut(co * tiles).enumerate().for_each(|(k, mk)| {
         let lhs = Mat { data: u, offset: k * co * ci, rows: co, cols: ci, rs: ci, cs: 1 };
         let rhs = Mat { data: &v, offset: k * tiles, rows: ci, cols: tiles, rs: 16 * tiles, cs: 1 };
-        gemm_into(&mut m, k * tiles, 16 * tiles, 1, false, lhs, rhs, co * ci * tiles);
-    }
+        gemm_into(mk, 0, tiles, 1, false, lhs, rhs, ONE_THREAD);
+    });
     // Y = Aᵀ·M·A per tile row (as the input transform, by loops over the row's tiles), through a
     // line long enough for the last tile, of which the part inside the output is kept.
     let (nc, len) = (cols.len(), cols.last().map_or(0, |&q| q + d + 1));
-    out.par_chunks_mut(oh * ow).zip(m.par_chunks(16 * tiles)).enumerate().for_each(|(o, (out, m))| {
+    out.par_chunks_mut(oh * ow).enumerate().for_each(|(o, out)| {
         let bias = bias.map_or(0.0, |b| b[o]);
         let mut r = vec![0f32; 8 * nc];
         let mut line = vec![0f32; len];
         for (tr, &p) in rows.iter().enumerate() {
-            let mk = |k: usize| &m[k * tiles + tr * nc..][..nc];
+            let mk = |k: usize| &m[(k * co + o) * tiles + tr * nc..][..nc];
             // r = Aᵀ·M (2 × 4): r[0][b] = M[0][b] + M[1][b] + M[2][b], r[1][b] = M[1][b] − M[2][b] − M[3][b].
             for (b, r) in r.chunks_mut(nc).enumerate() {
                 let (a, b) = (b / 4, b % 4);
