@@ -8,9 +8,10 @@
 //! - a 1×1 convolution is a matrix product, `W · X` per sample, on every backend, so autodiff
 //!   derives both of its gradients as matrix products;
 //! - a k×k convolution on flex (float32, with or without autodiff) runs all three passes as k²
-//!   GEMMs on views of the NCHW planes, one per kernel tap ([`crate::taps`]), except a 3×3 one
-//!   with enough channels and outputs, whose three passes take Winograd's F(2×2, 3×3): 16 GEMMs
-//!   over transformed tiles, 2.25 times fewer multiply-adds ([`crate::winograd`]);
+//!   GEMMs on views of the NCHW planes, one per kernel tap, or one GEMM over the taps' gathered
+//!   runs where the input has few channels ([`crate::taps`]), except a 3×3 one with enough
+//!   channels and outputs, whose three passes take Winograd's F(2×2, 3×3): 16 GEMMs over
+//!   transformed tiles, 2.25 times fewer multiply-adds ([`crate::winograd`]);
 //! - anywhere else (a GPU) Burn's `conv2d`.
 //!
 //! The fast paths compute the same sums as Burn's in another order, so they agree with it to

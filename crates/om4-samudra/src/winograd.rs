@@ -26,9 +26,9 @@ use rayon::prelude::*;
 use crate::scratch::Scratch;
 use crate::taps::{Mat, ONE_THREAD, Taps, gemm_into};
 
-/// Whether the three passes of `s` run here rather than as per-tap GEMMs: a 3×3
-/// kernel, channels enough for the 16 GEMMs to run at the GEMM's rate and tiles enough to share
-/// the transforms' cost (docs/benchmarks.md has the measurements behind the thresholds).
+/// Whether the three passes of `s` run here rather than as per-tap GEMMs: a 3×3 kernel, channels
+/// enough for the 16 GEMMs to run at the GEMM's rate and tiles enough to share the transforms'
+/// cost (docs/benchmarks.md has the measurements behind the thresholds).
 pub(crate) fn pays(s: &Taps) -> bool {
     let (h, w) = s.out();
     s.k == 3 && s.cin.min(s.cout) >= 64 && h * w >= 64 * 64
@@ -254,8 +254,8 @@ fn transform_gradient(
     let mut dm = Scratch::take(rows.len() * nc * 16 * co);
     dm.par_chunks_mut(nc * 16 * co).zip(rows).for_each(|(dm, &p)| {
         // The rows p and p + d, [a][x][o], zero past the edge.
-        let mut rows = vec![0f32; 2 * (ow + d) * co];
-        for (a, line) in rows.chunks_mut((ow + d) * co).enumerate() {
+        let mut nhwc = vec![0f32; 2 * (ow + d) * co];
+        for (a, line) in nhwc.chunks_mut((ow + d) * co).enumerate() {
             let y = p + d * a;
             if y >= oh {
                 continue;
@@ -272,7 +272,7 @@ fn transform_gradient(
                 }
             }
         }
-        let (r0, r1) = rows.split_at(rows.len() / 2);
+        let (r0, r1) = nhwc.split_at(nhwc.len() / 2);
         let mut t = vec![0f32; 2 * co];
         for (&q, dm) in cols.iter().zip(dm.chunks_mut(16 * co)) {
             let (g00, g01) = (&r0[q * co..][..co], &r0[(q + d) * co..][..co]);
@@ -345,7 +345,8 @@ fn correlate(
         let mut line = vec![0f32; len];
         for (tr, &p) in rows.iter().enumerate() {
             let mk = |k: usize| &m[(k * co + o) * tiles + tr * nc..][..nc];
-            // r = Aᵀ·M (2 × 4): r[0][b] = M[0][b] + M[1][b] + M[2][b], r[1][b] = M[1][b] − M[2][b] − M[3][b].
+            // r = Aᵀ·M (2 × 4): r[0][b] = M[0][b] + M[1][b] + M[2][b],
+            // r[1][b] = M[1][b] − M[2][b] − M[3][b].
             for (b, r) in r.chunks_mut(nc).enumerate() {
                 let (a, b) = (b / 4, b % 4);
                 let (m0, m1, m2, m3) = (mk(b), mk(4 + b), mk(8 + b), mk(12 + b));
