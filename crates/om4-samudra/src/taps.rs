@@ -343,6 +343,31 @@ pub(crate) mod tests {
         (0..n).map(|i| ((i as f32 + seed) * 0.618_034).sin()).collect()
     }
 
+    /// One convolution's test inputs (input, weight, output gradient, bias) and its three passes
+    /// by [`reference`], the output with the bias added.
+    pub(crate) struct Case {
+        pub(crate) x: Vec<f32>,
+        pub(crate) wt: Vec<f32>,
+        pub(crate) g: Vec<f32>,
+        pub(crate) bias: Vec<f32>,
+        pub(crate) ry: Vec<f64>,
+        pub(crate) rdx: Vec<f64>,
+        pub(crate) rdw: Vec<f64>,
+    }
+
+    impl Case {
+        pub(crate) fn new(s: &Taps) -> Case {
+            let (h, w) = s.out();
+            let x = values(s.b * s.cin * s.hp * s.wp, 0.0);
+            let wt = values(s.cout * s.cin * s.kk(), 7.0);
+            let g = values(s.b * s.cout * h * w, 3.0);
+            let bias = values(s.cout, 11.0);
+            let (ry, rdx, rdw) = reference(&x, &wt, &g, s);
+            let ry = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
+            Case { x, wt, g, bias, ry, rdx, rdw }
+        }
+    }
+
     #[test]
     fn the_three_passes_match_float64_loops() {
         // Past gemm's blocking (channels over 64), dilation 2, batch 2, one row only, 1×1.
@@ -352,13 +377,7 @@ pub(crate) mod tests {
             Taps { b: 1, cin: 3, cout: 2, k: 3, d: 1, hp: 3, wp: 7 },
             Taps { b: 3, cin: 4, cout: 6, k: 1, d: 1, hp: 5, wp: 6 },
         ] {
-            let (h, w) = s.out();
-            let x = values(s.b * s.cin * s.hp * s.wp, 0.0);
-            let wt = values(s.cout * s.cin * s.kk(), 7.0);
-            let g = values(s.b * s.cout * h * w, 3.0);
-            let bias = values(s.cout, 11.0);
-            let (ry, rdx, rdw) = reference(&x, &wt, &g, &s);
-            let ry: Vec<f64> = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
+            let Case { x, wt, g, bias, ry, rdx, rdw } = Case::new(&s);
             // The gathered runs come from scratch buffers full of NaN: any run left unwritten
             // fails the comparison.
             let poisoned = || poison(s.cin * s.kk() * s.hp * s.wp);

@@ -36,7 +36,7 @@ pub(crate) fn pays(s: &Taps) -> bool {
 
 /// `y[b, co] = bias[co] + Σ_{ci, tap} w[co, ci, tap] · x[b, ci, window of tap]`, `(b, cout, h, w)`.
 pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<f32> {
-    check(s, x.len(), weight.len());
+    check(s, Some(x), Some(weight), None);
     assert_eq!(bias.len(), s.cout, "one bias per output channel");
     let (h, w) = s.out();
     let u = transform_kernels(weight, s.cout, s.cin, |o, i, a, b| ((o * s.cin + i) * 3 + a) * 3 + b);
@@ -49,9 +49,8 @@ pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<
 
 /// `dx[b, ci, window of tap] += Σ_co w[co, ci, tap] · g[b, co]` over the taps, `(b, cin, hp, wp)`.
 pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> {
-    check(s, s.b * s.cin * s.hp * s.wp, weight.len());
+    check(s, None, Some(weight), Some(grad));
     let (h, w) = s.out();
-    assert_eq!(grad.len(), s.b * s.cout * h * w, "output gradient of {s:?}");
     // dx[i, p, q] = Σ_o Σ_{a,b} w[o, i, 2 − a, 2 − b] · g[o, p + d·a − 2d, q + d·b − 2d].
     let u = transform_kernels(weight, s.cin, s.cout, |i, o, a, b| ((o * s.cin + i) * 3 + 2 - a) * 3 + 2 - b);
     let mut dx = vec![0f32; s.b * s.cin * s.hp * s.wp];
@@ -67,9 +66,8 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
 /// position k one GEMM over the tiles `dU_k = dM_k · V_kᵀ` (summed over the batch), and per kernel
 /// `dw = Gᵀ·dU·G`, in float64 and rounded once.
 pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
-    check(s, x.len(), s.cout * s.cin * 9);
+    check(s, Some(x), None, Some(grad));
     let (h, w) = s.out();
-    assert_eq!(grad.len(), s.b * s.cout * h * w, "output gradient of {s:?}");
     let (rows, cols) = (anchors(h, s.d), anchors(w, s.d));
     let tiles = rows.len() * cols.len();
     // dU[k][i][o] = V_k · dM_kᵀ: the input's tiles as the left operand (rows along the tiles) and
@@ -107,10 +105,19 @@ pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
     dw
 }
 
-fn check(s: &Taps, x_len: usize, weight_len: usize) {
+/// The shapes of `s` and of the slices a pass takes (the input, the weight, the output gradient).
+fn check(s: &Taps, x: Option<&[f32]>, weight: Option<&[f32]>, grad: Option<&[f32]>) {
     assert!(s.k == 3 && s.d >= 1 && s.hp > 2 * s.d && s.wp > 2 * s.d, "a 3×3 window inside the input: {s:?}");
-    assert_eq!(x_len, s.b * s.cin * s.hp * s.wp, "input of {s:?}");
-    assert_eq!(weight_len, s.cout * s.cin * 9, "weight of {s:?}");
+    let (h, w) = s.out();
+    for (slice, len, what) in [
+        (x, s.b * s.cin * s.hp * s.wp, "input"),
+        (weight, s.cout * s.cin * 9, "weight"),
+        (grad, s.b * s.cout * h * w, "output gradient"),
+    ] {
+        if let Some(slice) = slice {
+            assert_eq!(slice.len(), len, "{what} of {s:?}");
+        }
+    }
 }
 
 /// `U = G·k·Gᵀ` for every `(row, col)` kernel `k[a][b] = weight[at(row, col, a, b)]`, laid out
@@ -388,7 +395,7 @@ fn correlate(
 mod tests {
     use super::*;
     use crate::scratch::tests::poison;
-    use crate::taps::tests::{close, reference, values};
+    use crate::taps::tests::{Case, close};
 
     #[test]
     fn the_three_passes_match_float64_loops() {
@@ -400,13 +407,7 @@ mod tests {
             Taps { b: 1, cin: 6, cout: 4, k: 3, d: 3, hp: 17, wp: 20 },
             Taps { b: 1, cin: 3, cout: 2, k: 3, d: 1, hp: 3, wp: 7 },
         ] {
-            let (h, w) = s.out();
-            let x = values(s.b * s.cin * s.hp * s.wp, 0.0);
-            let wt = values(s.cout * s.cin * 9, 7.0);
-            let g = values(s.b * s.cout * h * w, 3.0);
-            let bias = values(s.cout, 11.0);
-            let (ry, rdx, rdw) = reference(&x, &wt, &g, &s);
-            let ry: Vec<f64> = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
+            let Case { x, wt, g, bias, ry, rdx, rdw } = Case::new(&s);
             // Each pass takes scratch buffers full of NaN: a transform or product that leaves
             // any element unwritten fails the comparison.
             let poisoned = || poison(s.b * 16 * s.cin.max(s.cout) * s.hp * s.wp);
