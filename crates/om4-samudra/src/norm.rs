@@ -1,15 +1,21 @@
 //! Instance norm without affine parameters, `(x − mean) / sqrt(var + eps)` per sample and channel
-//! over the plane, with the biased variance, as PyTorch's `InstanceNorm2d`.
+//! over the plane, with the biased variance, as PyTorch's `InstanceNorm2d`; and instance norm
+//! followed by Samudra's capped GELU, as the network's blocks apply them.
 //!
-//! On flex (float32) it is one operation of its own, forward and backward, each a few passes
-//! over a plane per rayon task: the statistics in float64 (the mean, then the variance about it),
-//! the normalized values written once; the backward from the saved output `y` and `σ`,
-//! `dx = (g − mean(g) − y · mean(g·y)) / σ` (the exact derivative, ε included, as `σ` is the
-//! same `sqrt(var + ε)`). Burn's tensor operations (what runs elsewhere, [`instance_norm_ops`])
-//! take five allocations and passes forward and about twice that backward under autodiff.
-//!
-//! The network's blocks apply the capped GELU right after it: [`instance_norm_gelu`] is the two
-//! as one operation that never writes the normalized tensor, equal to them bit for bit.
+//! On flex (float32) each is one operation of its own, forward and backward, the same passes
+//! with or without the GELU, a plane per rayon task: the statistics in float64 (the mean, then
+//! the variance about it, and `1/σ = 1/sqrt(var + ε)` rounded once to float32); then block by
+//! block (a few thousand values on the stack) the normalized values `y = (x − mean) · 1/σ` (a
+//! multiplication, as PyTorch's CPU kernel normalizes: a division costs several on every vector
+//! width) and, with the GELU, its value, written once. The backward keeps the input and each
+//! plane's statistics, recomputes `y` by the same formula (the same bits), takes
+//! `u = g · gelu'(y)` with the GELU (`u = g` without) and gives
+//! `dx = (u − mean(u) − y · mean(u·y)) · 1/σ` (the exact derivative, ε included, as `σ` is the
+//! same `sqrt(var + ε)`). So the normalized tensor is never written with the GELU, the two as one
+//! operation equal the two in turn bit for bit, and the GELU's cost in the step is the one
+//! operation less the other at the same shape (`om4-train step --profile`). Burn's tensor
+//! operations (what runs elsewhere, [`instance_norm_ops`]) take five allocations and passes
+//! forward and about twice that backward under autodiff.
 //!
 //! Precision: at 1° a plane is 64 800 values, where one long float32 sum loses about 30 times
 //! more than two short ones; the fused operation sums in float64, the tensor form row by row
@@ -32,15 +38,7 @@ type Ad = Autodiff<Flex, NoCheckpointing>;
 
 /// Instance norm of `x` `(B, C, H, W)` (see the module documentation).
 pub fn instance_norm(x: Tensor<4>, epsilon: f64) -> Tensor<4> {
-    if x.dtype() == DType::F32 {
-        if let Ok(t) = x.clone().try_into_primitive::<Ad>() {
-            return Tensor::from_primitive::<Ad>(tracked(t, epsilon));
-        }
-        if let Ok(t) = x.clone().try_into_primitive::<Flex>() {
-            return Tensor::from_primitive::<Flex>(forward(&t, epsilon).0);
-        }
-    }
-    instance_norm_ops(x, epsilon)
+    on_flex(&x, epsilon, Activation::None).unwrap_or_else(|| instance_norm_ops(x, epsilon))
 }
 
 /// Instance norm as Burn's tensor operations, on any backend: both statistics reduced row by row
@@ -53,63 +51,132 @@ pub fn instance_norm_ops(x: Tensor<4>, epsilon: f64) -> Tensor<4> {
     centered / (var + epsilon).sqrt()
 }
 
-fn tracked(x: FloatTensor<Ad>, epsilon: f64) -> FloatTensor<Ad> {
-    match InstanceNorm.prepare::<NoCheckpointing>([x.node()]).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => {
-            let (y, sigma) = forward(&x.into_primitive(), epsilon);
-            prep.finish((y.clone(), sigma), y)
+/// `capped_gelu(instance_norm(x, epsilon))`: on flex (float32) one operation, forward and
+/// backward, that never writes the normalized tensor and equals the composition bit for bit (see
+/// the module documentation); elsewhere the composition.
+pub fn instance_norm_gelu(x: Tensor<4>, epsilon: f64) -> Tensor<4> {
+    on_flex(&x, epsilon, Activation::CappedGelu).unwrap_or_else(|| crate::gelu::capped_gelu(instance_norm(x, epsilon)))
+}
+
+/// What the operation applies to the normalized values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activation {
+    None,
+    CappedGelu,
+}
+
+/// The operation on flex in float32, with or without autodiff; `None` for any other tensor.
+fn on_flex(x: &Tensor<4>, epsilon: f64, act: Activation) -> Option<Tensor<4>> {
+    if x.dtype() == DType::F32 {
+        if let Ok(t) = x.clone().try_into_primitive::<Ad>() {
+            return Some(Tensor::from_primitive::<Ad>(tracked(t, epsilon, act)));
         }
-        OpsKind::UnTracked(prep) => prep.finish(forward(&x.into_primitive(), epsilon).0),
+        if let Ok(t) = x.clone().try_into_primitive::<Flex>() {
+            return Some(Tensor::from_primitive::<Flex>(forward(&t, epsilon, act).0));
+        }
+    }
+    None
+}
+
+fn tracked(x: FloatTensor<Ad>, epsilon: f64, act: Activation) -> FloatTensor<Ad> {
+    match InstanceNorm(act).prepare::<NoCheckpointing>([x.node()]).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => {
+            let x = x.into_primitive();
+            let (z, stats) = forward(&x, epsilon, act);
+            prep.finish((x, stats), z)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(forward(&x.into_primitive(), epsilon, act).0),
     }
 }
 
-/// The normalized tensor and each plane's `σ = sqrt(var + ε)`.
-fn forward(x: &FlexTensor, epsilon: f64) -> (FlexTensor, Vec<f32>) {
+/// Values per block of a pass (the normalized values of a block live on the stack between its
+/// two steps); a multiple of eight, so that the sums over blocks are those over the plane bit for
+/// bit ([`Lanes`]).
+const BLOCK: usize = 1024;
+
+/// The output, and each plane's `(mean, 1/σ)`.
+fn forward(x: &FlexTensor, epsilon: f64, act: Activation) -> (FlexTensor, Vec<(f32, f32)>) {
     let x = x.to_contiguous();
     let [b, c, h, w] = x.shape().dims::<4>();
     let plane = h * w;
     let src: &[f32] = x.as_slice().expect("a contiguous float32 tensor");
     let mut out = FlexTensor::empty(x.shape(), DType::F32);
-    let mut sigma = vec![0f32; b * c];
+    let mut stats = vec![(0f32, 0f32); b * c];
     if plane > 0 {
+        let width = Width::widest();
         let dst: &mut [f32] = out.storage_mut();
-        dst.par_chunks_mut(plane).zip(src.par_chunks(plane)).zip(sigma.par_iter_mut()).for_each(|((y, x), s)| {
-            *s = normalize(x, y, epsilon);
+        dst.par_chunks_mut(plane).zip(src.par_chunks(plane)).zip(stats.par_iter_mut()).for_each(|((z, x), st)| {
+            let (mean, inv_sigma) = statistics(x, epsilon);
+            *st = (mean, inv_sigma);
+            match act {
+                Activation::None => standardize(x, mean, inv_sigma, z),
+                Activation::CappedGelu => {
+                    let mut y = [0f32; BLOCK];
+                    for (z, x) in z.chunks_mut(BLOCK).zip(x.chunks(BLOCK)) {
+                        let y = &mut y[..x.len()];
+                        standardize(x, mean, inv_sigma, y);
+                        wide::gelu_capped(width, y, z);
+                    }
+                }
+            }
         });
     }
-    (out, sigma)
+    (out, stats)
 }
 
-/// One plane's mean and `σ = sqrt(var + ε)`, summed in float64, rounded to float32.
+/// One plane's mean and `1/σ = 1/sqrt(var + ε)`, computed in float64, each rounded once to
+/// float32.
 fn statistics(x: &[f32], epsilon: f64) -> (f32, f32) {
     let n = x.len() as f64;
     let mean = sum(x, x, |v, _| f64::from(v)) / n;
     let var = sum(x, x, |v, _| (f64::from(v) - mean).powi(2)) / n;
-    (mean as f32, (var + epsilon).sqrt() as f32)
+    (mean as f32, (1.0 / (var + epsilon).sqrt()) as f32)
 }
 
-/// One plane: `y = (x − mean) / σ`; returns `σ`.
-fn normalize(x: &[f32], y: &mut [f32], epsilon: f64) -> f32 {
-    let (mean, sigma) = statistics(x, epsilon);
-    standardize(x, mean, sigma, y);
-    sigma
-}
-
-/// `y = (x − mean) / σ`, the one formula both operations normalize by.
+/// `y = (x − mean) · 1/σ`, the one formula every pass normalizes by.
 #[inline]
-fn standardize(x: &[f32], mean: f32, sigma: f32, y: &mut [f32]) {
+fn standardize(x: &[f32], mean: f32, inv_sigma: f32, y: &mut [f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
-        *y = (x - mean) / sigma;
+        *y = (x - mean) * inv_sigma;
     }
 }
 
-/// One plane's data gradient from the output `y`, its gradient `g` and `σ`.
-fn data_gradient(y: &[f32], g: &[f32], sigma: f32, dx: &mut [f32]) {
-    let n = y.len() as f64;
-    let mean_g = (sum(g, g, |g, _| f64::from(g)) / n) as f32;
-    let mean_gy = (sum(g, y, |g, y| f64::from(g) * f64::from(y)) / n) as f32;
-    for ((dx, &g), &y) in dx.iter_mut().zip(g).zip(y) {
-        *dx = (g - mean_g - y * mean_gy) / sigma;
+/// One plane's data gradient from its input `x`, output gradient `g` and `(mean, 1/σ)`:
+/// `u = g · gelu'(y)` with the GELU (written into `dx` on the way), `u = g` without, then
+/// `dx = (u − mean(u) − y · mean(u·y)) · 1/σ`.
+fn data_gradient(x: &[f32], g: &[f32], (mean, inv_sigma): (f32, f32), act: Activation, width: Width, dx: &mut [f32]) {
+    let mut y = [0f32; BLOCK];
+    let n = x.len() as f64;
+    let (mut sum_u, mut sum_uy) = (Lanes::default(), Lanes::default());
+    for ((dx, x), g) in dx.chunks_mut(BLOCK).zip(x.chunks(BLOCK)).zip(g.chunks(BLOCK)) {
+        let y = &mut y[..x.len()];
+        standardize(x, mean, inv_sigma, y);
+        let u: &[f32] = match act {
+            Activation::None => g,
+            Activation::CappedGelu => {
+                wide::gelu_capped_grad(width, y, g, dx);
+                dx
+            }
+        };
+        sum_u.add(u, u, |u, _| f64::from(u));
+        sum_uy.add(u, y, |u, y| f64::from(u) * f64::from(y));
+    }
+    let (mean_u, mean_uy) = ((sum_u.total() / n) as f32, (sum_uy.total() / n) as f32);
+    for ((dx, x), g) in dx.chunks_mut(BLOCK).zip(x.chunks(BLOCK)).zip(g.chunks(BLOCK)) {
+        let y = &mut y[..x.len()];
+        standardize(x, mean, inv_sigma, y);
+        match act {
+            Activation::None => {
+                for ((dx, &u), &y) in dx.iter_mut().zip(g).zip(y.iter()) {
+                    *dx = (u - mean_u - y * mean_uy) * inv_sigma;
+                }
+            }
+            Activation::CappedGelu => {
+                for (dx, &y) in dx.iter_mut().zip(y.iter()) {
+                    *dx = (*dx - mean_u - y * mean_uy) * inv_sigma;
+                }
+            }
+        }
     }
 }
 
@@ -148,108 +215,12 @@ impl Lanes {
     }
 }
 
+/// The autodiff operation, with or without the GELU.
 #[derive(Debug)]
-struct InstanceNorm;
+struct InstanceNorm(Activation);
 
 impl Backward<Flex, 1> for InstanceNorm {
-    /// The output and each plane's `σ`.
-    type State = (FlexTensor, Vec<f32>);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let [node] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        let Some(node) = node else { return };
-        let (y, sigma) = ops.state;
-        let out = per_plane(&y, &grad, &sigma, |y, g, &s, dx| data_gradient(y, g, s, dx));
-        grads.register::<Flex>(node.id, out);
-    }
-}
-
-/// Values per block of the fused operation's passes (the normalized values of a block live on
-/// the stack between the two steps of a pass); a multiple of eight, so that its sums are
-/// [`data_gradient`]'s bit for bit.
-const BLOCK: usize = 1024;
-
-/// `capped_gelu(instance_norm(x, epsilon))`: on flex (float32) one operation, forward and
-/// backward, that never writes the normalized tensor (each pass recomputes a block of it from
-/// `x` and the plane's statistics, by the same formula, so it equals the composition bit for
-/// bit); elsewhere the composition.
-pub fn instance_norm_gelu(x: Tensor<4>, epsilon: f64) -> Tensor<4> {
-    if x.dtype() == DType::F32 {
-        if let Ok(t) = x.clone().try_into_primitive::<Ad>() {
-            return Tensor::from_primitive::<Ad>(fused_tracked(t, epsilon));
-        }
-        if let Ok(t) = x.clone().try_into_primitive::<Flex>() {
-            return Tensor::from_primitive::<Flex>(fused_forward(&t, epsilon).0);
-        }
-    }
-    crate::gelu::capped_gelu(instance_norm(x, epsilon))
-}
-
-fn fused_tracked(x: FloatTensor<Ad>, epsilon: f64) -> FloatTensor<Ad> {
-    match InstanceNormGelu.prepare::<NoCheckpointing>([x.node()]).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => {
-            let x = x.into_primitive();
-            let (z, stats) = fused_forward(&x, epsilon);
-            prep.finish((x, stats), z)
-        }
-        OpsKind::UnTracked(prep) => prep.finish(fused_forward(&x.into_primitive(), epsilon).0),
-    }
-}
-
-/// The capped GELU of the normalized tensor, and each plane's `(mean, σ)`.
-fn fused_forward(x: &FlexTensor, epsilon: f64) -> (FlexTensor, Vec<(f32, f32)>) {
-    let x = x.to_contiguous();
-    let [b, c, h, w] = x.shape().dims::<4>();
-    let plane = h * w;
-    let src: &[f32] = x.as_slice().expect("a contiguous float32 tensor");
-    let mut out = FlexTensor::empty(x.shape(), DType::F32);
-    let mut stats = vec![(0f32, 0f32); b * c];
-    if plane > 0 {
-        let width = Width::widest();
-        let dst: &mut [f32] = out.storage_mut();
-        dst.par_chunks_mut(plane).zip(src.par_chunks(plane)).zip(stats.par_iter_mut()).for_each(|((z, x), st)| {
-            let (mean, sigma) = statistics(x, epsilon);
-            *st = (mean, sigma);
-            let mut y = [0f32; BLOCK];
-            for (z, x) in z.chunks_mut(BLOCK).zip(x.chunks(BLOCK)) {
-                let y = &mut y[..x.len()];
-                standardize(x, mean, sigma, y);
-                wide::gelu_capped(width, y, z);
-            }
-        });
-    }
-    (out, stats)
-}
-
-/// One plane's data gradient: `u = g · gelu'(y)` (the capped GELU's gradient at the normalized
-/// `y`), then instance norm's `dx = (u − mean(u) − y · mean(u·y)) / σ`.
-fn fused_data_gradient(x: &[f32], g: &[f32], (mean, sigma): (f32, f32), width: Width, dx: &mut [f32]) {
-    let mut y = [0f32; BLOCK];
-    let n = x.len() as f64;
-    let (mut sum_u, mut sum_uy) = (Lanes::default(), Lanes::default());
-    for ((u, x), g) in dx.chunks_mut(BLOCK).zip(x.chunks(BLOCK)).zip(g.chunks(BLOCK)) {
-        let y = &mut y[..x.len()];
-        standardize(x, mean, sigma, y);
-        wide::gelu_capped_grad(width, y, g, u);
-        sum_u.add(u, u, |u, _| f64::from(u));
-        sum_uy.add(u, y, |u, y| f64::from(u) * f64::from(y));
-    }
-    let (mean_u, mean_uy) = ((sum_u.total() / n) as f32, (sum_uy.total() / n) as f32);
-    for (dx, x) in dx.chunks_mut(BLOCK).zip(x.chunks(BLOCK)) {
-        let y = &mut y[..x.len()];
-        standardize(x, mean, sigma, y);
-        for (dx, &y) in dx.iter_mut().zip(y.iter()) {
-            *dx = (*dx - mean_u - y * mean_uy) / sigma;
-        }
-    }
-}
-
-#[derive(Debug)]
-struct InstanceNormGelu;
-
-impl Backward<Flex, 1> for InstanceNormGelu {
-    /// The input and each plane's `(mean, σ)`.
+    /// The input and each plane's `(mean, 1/σ)`.
     type State = (FlexTensor, Vec<(f32, f32)>);
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
@@ -257,33 +228,20 @@ impl Backward<Flex, 1> for InstanceNormGelu {
         let grad = grads.consume::<Flex>(&ops.node);
         let Some(node) = node else { return };
         let (x, stats) = ops.state;
-        let width = Width::widest();
-        let out = per_plane(&x, &grad, &stats, |x, g, &st, dx| fused_data_gradient(x, g, st, width, dx));
+        let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
+        let [_, _, h, w] = x.shape().dims::<4>();
+        let plane = h * w;
+        let (xs, gs): (&[f32], &[f32]) =
+            (x.as_slice().expect("a contiguous float32 tensor"), grad.as_slice().expect("a contiguous float32 tensor"));
+        let mut out = FlexTensor::empty(x.shape(), DType::F32);
+        if plane > 0 {
+            let (act, width) = (self.0, Width::widest());
+            let dst: &mut [f32] = out.storage_mut();
+            dst.par_chunks_mut(plane)
+                .zip(xs.par_chunks(plane).zip(gs.par_chunks(plane)))
+                .zip(stats.par_iter())
+                .for_each(|((dx, (x, g)), &st)| data_gradient(x, g, st, act, width, dx));
+        }
         grads.register::<Flex>(node.id, out);
     }
-}
-
-/// A backward pass plane by plane: `f(saved plane, its output gradient, its statistics, the input
-/// gradient's plane)` for every plane of an NCHW float32 `saved` tensor and its gradient, in
-/// parallel.
-fn per_plane<S: Sync>(
-    saved: &FlexTensor,
-    grad: &FlexTensor,
-    stats: &[S],
-    f: impl Fn(&[f32], &[f32], &S, &mut [f32]) + Sync,
-) -> FlexTensor {
-    let (saved, grad) = (saved.to_contiguous(), grad.to_contiguous());
-    let [_, _, h, w] = saved.shape().dims::<4>();
-    let plane = h * w;
-    let (ss, gs): (&[f32], &[f32]) =
-        (saved.as_slice().expect("a contiguous float32 tensor"), grad.as_slice().expect("a contiguous float32 tensor"));
-    let mut out = FlexTensor::empty(saved.shape(), DType::F32);
-    if plane > 0 {
-        let dst: &mut [f32] = out.storage_mut();
-        dst.par_chunks_mut(plane)
-            .zip(ss.par_chunks(plane).zip(gs.par_chunks(plane)))
-            .zip(stats.par_iter())
-            .for_each(|((dx, (s, g)), st)| f(s, g, st, dx));
-    }
-    out
 }

@@ -1,14 +1,15 @@
-//! Elementwise passes at the widest vector width the CPU has: AVX-512 or AVX2 when present
-//! (checked at run time), else the build's baseline (SSE2 on x86-64).
+//! Elementwise passes at the widest vector width the CPU has: AVX-512 or AVX2 with FMA when
+//! present (checked at run time), else the build's baseline (SSE2 on x86-64, where `erf`'s fused
+//! multiply-adds are libm's `fmaf` calls: right, and slow).
 //!
 //! Each pass is one loop over an inlined scalar function of `erf`, compiled once per width by
 //! [`passes!`]: the loop calls the function by name inside each `#[target_feature]` variant, so
 //! that the variant inlines and vectorizes it at its width. (A variant generic over the function,
 //! `impl Fn(f32) -> f32`, does not: rustc leaves the call through `Fn` out of line, and the
 //! AVX-512 loop over the capped GELU ran 11× slower than a direct call, 72 against 6.8 ms for
-//! 5.2 M values on one core, slower even than the baseline's 26 ms.) With no fused multiply-add
-//! (Rust never contracts `a * b + c`), every lane computes exactly what the scalar function does,
-//! so the variants agree bit for bit (tested). Its `unsafe` is the calls of the
+//! 5.2 M values on one core, slower even than the baseline's 26 ms.) Rust never contracts
+//! `a * b + c`, and `f32::mul_add` is one exactly rounded operation at every width, so every lane
+//! computes exactly what the scalar function does and the variants agree bit for bit (tested). Its `unsafe` is the calls of the
 //! `#[target_feature]` variants once the feature has been detected (the crate's other `unsafe`
 //! module is `taps`).
 
@@ -17,7 +18,9 @@
 pub(crate) enum Width {
     /// The build's baseline (SSE2 on x86-64).
     Baseline,
+    /// AVX2 with FMA (every AVX2 CPU but a few early VIA ones has both).
     Avx2,
+    /// AVX-512F with FMA.
     Avx512,
 }
 
@@ -32,9 +35,11 @@ impl Width {
         match self {
             Width::Baseline => true,
             #[cfg(target_arch = "x86_64")]
-            Width::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            Width::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             #[cfg(target_arch = "x86_64")]
-            Width::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            Width::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -54,20 +59,20 @@ macro_rules! passes {
             }
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx512f")]
+                #[target_feature(enable = "avx512f,fma")]
                 fn avx512($($arg: &[f32],)+ dst: &mut [f32]) {
                     body($($arg,)+ dst)
                 }
-                #[target_feature(enable = "avx2")]
+                #[target_feature(enable = "avx2,fma")]
                 fn avx2($($arg: &[f32],)+ dst: &mut [f32]) {
                     body($($arg,)+ dst)
                 }
                 if width == Width::Avx512 && width.available() {
-                    // SAFETY: the CPU has AVX-512F (just checked), the only feature the variant enables.
+                    // SAFETY: the CPU has AVX-512F and FMA (just checked), the only features the variant enables.
                     return unsafe { avx512($($arg,)+ dst) };
                 }
                 if width == Width::Avx2 && width.available() {
-                    // SAFETY: the CPU has AVX2 (just checked), the only feature the variant enables.
+                    // SAFETY: the CPU has AVX2 and FMA (just checked), the only features the variant enables.
                     return unsafe { avx2($($arg,)+ dst) };
                 }
             }

@@ -9,32 +9,40 @@
 //!   uses per optimizer step (per block, per rollout step). Their sum against the measured step
 //!   says how much of the step the table explains (the rest: the loss, skips, adds, the
 //!   rollout's concatenation, allocation).
+//!
+//! The blocks run instance norm and the capped GELU as one operation; what the GELU costs inside
+//! it is that operation less instance norm alone at the same shape (the same passes without the
+//! GELU's arithmetic, `om4_samudra`'s norm.rs).
 
 use std::time::Instant;
 
 use burn::tensor::module::avg_pool2d;
 use burn::tensor::ops::AvgPoolOptions;
 use burn::tensor::{Device, Distribution, Tensor};
-use om4_samudra::model::{capped_gelu, conv, instance_norm_gelu, pad_lonlat, upsample};
+use om4_samudra::model::{capped_gelu, conv, instance_norm, instance_norm_gelu, pad_lonlat, upsample};
 use om4_samudra::{NormKind, SamudraConfig};
 
 use crate::step::{Bench, StepArgs, parse_grid};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Median seconds of `repeats` runs of `f` after one warm-up run.
-fn clock(device: &Device, repeats: usize, mut f: impl FnMut()) -> Res<f64> {
+/// Seconds of one run of `f`, finished on the device.
+fn once(device: &Device, f: &mut impl FnMut()) -> Res<f64> {
+    let t0 = Instant::now();
     f();
     device.sync().map_err(|e| format!("{e:?}"))?;
-    let mut t: Vec<f64> = (0..repeats.max(1))
-        .map(|_| {
-            let t0 = Instant::now();
-            f();
-            device.sync().map(|()| t0.elapsed().as_secs_f64()).map_err(|e| format!("{e:?}"))
-        })
-        .collect::<Result<_, _>>()?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+fn median(mut t: Vec<f64>) -> f64 {
     t.sort_by(f64::total_cmp);
-    Ok(t[t.len() / 2])
+    t[t.len() / 2]
+}
+
+/// Median seconds of `repeats` runs of `f` after one warm-up run.
+fn clock(device: &Device, repeats: usize, mut f: impl FnMut()) -> Res<f64> {
+    once(device, &mut f)?;
+    Ok(median((0..repeats.max(1)).map(|_| once(device, &mut f)).collect::<Res<_>>()?))
 }
 
 /// One operation at one shape: forward and backward seconds (a convolution's backward split
@@ -62,6 +70,39 @@ fn unary(device: &Device, repeats: usize, shape: [usize; 4], f: impl Fn(Tensor<4
     let xa = normal(shape, device).require_grad();
     let both = clock(device, repeats, || drop(f(xa.clone()).sum().backward()))?;
     Ok((forward, (both - forward).max(0.0)))
+}
+
+/// [`unary`] for two operations on the same input, their runs alternating so that both meet the
+/// same machine, at least 9 of each: their (forward, backward) seconds. For a difference of the
+/// two, which the noise of two separate medians would swamp.
+fn unary_pair(
+    device: &Device,
+    repeats: usize,
+    shape: [usize; 4],
+    ops: [&dyn Fn(Tensor<4>) -> Tensor<4>; 2],
+) -> Res<[(f64, f64); 2]> {
+    let plain = device.clone().inner();
+    let (x, xa) = (normal(shape, &plain), normal(shape, device).require_grad());
+    let forward = |f: &dyn Fn(Tensor<4>) -> Tensor<4>| {
+        once(&plain, &mut || {
+            let _ = f(x.clone()).sum().try_into_scalar::<f32>();
+        })
+    };
+    let both = |f: &dyn Fn(Tensor<4>) -> Tensor<4>| once(device, &mut || drop(f(xa.clone()).sum().backward()));
+    let mut runs = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    for round in 0..=repeats.max(9) {
+        for (i, op) in ops.iter().enumerate() {
+            let (f, b) = (forward(*op)?, both(*op)?);
+            if round > 0 {
+                runs[i][0].push(f);
+                runs[i][1].push(b);
+            }
+        }
+    }
+    Ok(runs.map(|[f, b]| {
+        let (f, b) = (median(f), median(b));
+        (f, (b - f).max(0.0))
+    }))
 }
 
 /// A k×k convolution (`cin` → `cout`, dilation `d`) on an already padded `(b, cin, h, w)`:
@@ -106,7 +147,9 @@ struct Case {
     steps: usize,
 }
 
-fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) -> Res<Vec<Row>> {
+/// The rows, and the seconds per step of the capped GELU within the fused norm (see the module
+/// documentation).
+fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) -> Res<(Vec<Row>, f64)> {
     let &Case { b, grid, inputs, outputs, steps } = case;
     let k = config.kernel_size;
     let w = config.ch_width;
@@ -119,6 +162,7 @@ fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) ->
     blocks.extend((0..3).map(|i| (w[3 - i], w[2 - i], config.dilation[3 - i], 3 - i)));
     blocks.push((w[0], w[0], config.dilation[1], 0));
     let mut out = Vec::new();
+    let mut gelu_within = 0.0;
     let mut add = |op: &str, shape: String, uses: usize, forward: f64, backward: [f64; 2]| {
         out.push(Row { op: op.into(), shape, uses: uses * steps, forward, backward });
     };
@@ -138,8 +182,14 @@ fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) ->
         }
         if config.norm == NormKind::Instance {
             // The network runs the two as one operation (the composition on a GPU).
-            let (f, bk) = unary(device, repeats, [b, e, h, wd], |x| instance_norm_gelu(x, 1e-5))?;
+            let [(f, bk), (f0, bk0)] = unary_pair(
+                device,
+                repeats,
+                [b, e, h, wd],
+                [&|x| instance_norm_gelu(x, 1e-5), &|x| instance_norm(x, 1e-5)],
+            )?;
             add("instance norm + capped GELU", format!("{e} {h}×{wd}"), 2, f, [bk, 0.0]);
+            gelu_within += (2 * steps) as f64 * (f + bk - f0 - bk0).max(0.0);
         } else {
             let (f, bk) = unary(device, repeats, [b, e, h, wd], capped_gelu)?;
             add("capped GELU", format!("{e} {h}×{wd}"), 2, f, [bk, 0.0]);
@@ -162,7 +212,7 @@ fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) ->
     }
     let (f, bk) = convolution(device, repeats, [b, w[0], grid.0 + 2, grid.1 + 2], outputs, 3, 1)?;
     add("conv head 3×3", format!("{}→{outputs} {}×{}", w[0], grid.0, grid.1), 1, f, bk);
-    Ok(out)
+    Ok((out, gelu_within))
 }
 
 pub(crate) fn main(args: &StepArgs) -> Res<()> {
@@ -182,7 +232,7 @@ pub(crate) fn main(args: &StepArgs) -> Res<()> {
     let config = bench.config().clone();
     let (inputs, outputs) = bench.channels();
     let case = Case { b: args.batch, grid: (ny, nx), inputs, outputs, steps: args.steps };
-    let table = rows(&config, &device, repeats, &case)?;
+    let (table, gelu_within) = rows(&config, &device, repeats, &case)?;
     let total: f64 = table.iter().map(|r| r.uses as f64 * (r.forward + r.backward[0] + r.backward[1])).sum();
     println!(
         "\n| operation | shape | uses per step | forward ms | data grad ms | weight grad ms | s per step | share of step |"
@@ -227,6 +277,16 @@ pub(crate) fn main(args: &StepArgs) -> Res<()> {
     }
     println!("| **sum of the operations alone** | {total:.3} | {:.1} % |", 100.0 * total / step);
     println!("| **measured step** | {step:.3} | 100 % |");
+    let gelu = gelu_within
+        + table
+            .iter()
+            .filter(|r| r.op == "capped GELU")
+            .map(|r| r.uses as f64 * (r.forward + r.backward[0]))
+            .sum::<f64>();
+    println!(
+        "\nthe capped GELU, all shapes (within the fused norm: it less instance norm alone): {gelu:.3} s per step, {:.1} % of the step",
+        100.0 * gelu / step
+    );
     ceiling(&device, repeats, &config, args.batch, (ny, nx), inputs)
 }
 
