@@ -9,10 +9,18 @@ GFLOP/s at 2·B·C²·k²·H·W flops per pass. Run it in turn with om4's profil
 gives the loop), so both see the same machine load.
 
     target/python/bin/python benches/step/conv.py [--channels 320] [--grid 90x180] [--batch 1]
+
+With --om4-profile FILE (the output of `om4-train step --profile`), every k×k convolution row of
+om4's table instead (`cin→cout dD HxW`, at --kernel and --batch), timed by torch as om4's profile
+times it (the median of --repeats runs after one warm-up, dilation D, on the padded input), and
+printed beside om4's milliseconds as a markdown table: each pass's torch / om4 time ratio (above 1:
+om4 faster).
 """
 
 import argparse
 import json
+import re
+import statistics
 import time
 
 import torch
@@ -28,6 +36,57 @@ def best(f, repeats: int) -> float:
     return min(times)
 
 
+def median(f, repeats: int) -> float:
+    f()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def passes(b: int, cin: int, cout: int, k: int, d: int, h: int, w: int, timer, repeats: int):
+    """Forward, data gradient and weight gradient seconds of one convolution on a padded input."""
+    p = d * (k - 1)
+    x = torch.randn(b, cin, h + p, w + p)
+    weight = torch.randn(cout, cin, k, k)
+    bias = torch.zeros(cout)
+
+    def run(gx: bool, gw: bool):
+        xs, ws = x.clone().requires_grad_(gx), weight.clone().requires_grad_(gw)
+
+        def once():
+            y = torch.nn.functional.conv2d(xs, ws, bias, dilation=d).sum()
+            if gx or gw:
+                y.backward()
+        return once
+
+    with torch.no_grad():
+        forward = timer(run(False, False), repeats)
+    data = timer(run(True, False), repeats) - forward
+    weight_grad = timer(run(False, True), repeats) - forward
+    return forward, max(data, 0.0), max(weight_grad, 0.0)
+
+
+def beside_om4(path: str, k: int, b: int, repeats: int) -> None:
+    """The k×k rows of om4's profile beside torch's times at the same shapes."""
+    row = re.compile(r"^\| conv k×k \| (\d+)→(\d+) d(\d+) (\d+)×(\d+) \| \d+ \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {b}, {k}×{k}, median of {repeats}")
+    print("| shape | om4 forward / data grad / weight grad ms | torch ms | torch / om4 |")
+    print("|---|---|---|---|")
+    for line in open(path, encoding="utf-8"):
+        m = row.match(line)
+        if not m:
+            continue
+        cin, cout, d, h, w = (int(v) for v in m.groups()[:5])
+        om4 = [float(v) for v in m.groups()[5:]]
+        torch_ms = [1e3 * t for t in passes(b, cin, cout, k, d, h, w, median, repeats)]
+        ratio = " / ".join(f"{t / o:.2f}" if o > 0 else "-" for t, o in zip(torch_ms, om4))
+        print(f"| {cin}→{cout} d{d} {h}×{w} | {' / '.join(f'{o:.1f}' for o in om4)} | "
+              f"{' / '.join(f'{t:.1f}' for t in torch_ms)} | {ratio} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--channels", type=int, default=320)
@@ -35,7 +94,11 @@ def main() -> None:
     ap.add_argument("--grid", default="90x180", help="the output's YxX")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--om4-profile", help="om4-train step --profile's output: time its k×k convolutions' shapes")
     args = ap.parse_args()
+    if args.om4_profile:
+        beside_om4(args.om4_profile, args.kernel, args.batch, args.repeats)
+        return
     h, w = (int(v) for v in args.grid.split("x"))
     c, k, b = args.channels, args.kernel, args.batch
     torch.manual_seed(0)
