@@ -13,8 +13,9 @@
 //! - On Burn's CPU backend the network's hot spots run on om4's own paths: 1×1 convolutions as
 //!   matrix products, every pass of a k×k convolution as GEMMs over the taps or, for the large
 //!   3×3 ones, by Winograd's F(2×2, 3×3) ([`model::conv`]), the capped GELU as one parallel,
-//!   vectorized pass ([`model::capped_gelu`]), instance norm as one operation
-//!   ([`model::instance_norm`]), longitude padding as one copy ([`model::pad_lonlat`]);
+//!   vectorized pass ([`model::capped_gelu`]), instance norm as one operation, with the GELU
+//!   in the same passes where a block applies both ([`model::instance_norm`],
+//!   [`model::instance_norm_gelu`]), longitude padding as one copy ([`model::pad_lonlat`]);
 //!   elsewhere Burn's operations.
 //! - [`DataParallel`]: a trainer as one rank of a distributed run over any
 //!   `om4_mpi::Collective` (ranks as threads, or MPI with om4-mpi's `mpi`): upstream's DDP schedule slice per rank and
