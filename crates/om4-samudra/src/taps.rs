@@ -156,12 +156,14 @@ fn weight_gradient_as(x: &[f32], grad: &[f32], s: &Taps, gathered: bool) -> Vec<
     let mut per_tap = vec![0f32; s.kk() * block];
     for b in 0..s.b {
         widen(grad, b, s, &mut wide);
-        let xb = &x[b * s.cin * plane_in..][..s.cin * plane_in];
-        for t in 0..s.kk() {
-            let lhs = Mat { data: &wide, offset: 0, rows: s.cout, cols: s.n(), rs: s.out().0 * s.wp, cs: 1 };
+        let (xb, wide) = (&x[b * s.cin * plane_in..][..s.cin * plane_in], &wide);
+        // The taps' blocks are apart: one GEMM per task, each as large as its own work allows
+        // (their `(cout, cin)` results are too small for the GEMM to split well; sums long).
+        per_tap.par_chunks_mut(block).enumerate().for_each(|(t, out)| {
+            let lhs = Mat { data: wide, offset: 0, rows: s.cout, cols: s.n(), rs: s.out().0 * s.wp, cs: 1 };
             let rhs = Mat { data: xb, offset: s.start(t), rows: s.n(), cols: s.cin, rs: 1, cs: plane_in };
-            gemm_into(&mut per_tap, t * block, s.cin, 1, b > 0, lhs, rhs, s.multiply_adds());
-        }
+            gemm_into(out, 0, s.cin, 1, b > 0, lhs, rhs, s.multiply_adds() / s.kk());
+        });
     }
     let mut dw = vec![0f32; s.kk() * block];
     for (i, d) in dw.chunks_mut(s.kk()).enumerate() {
