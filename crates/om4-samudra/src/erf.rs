@@ -5,9 +5,9 @@
 //! Rust with no dependency, so that `benches/gelu` times it beside libm's scalar `erff`.
 //!
 //! The polynomials are evaluated with fused multiply-adds (`f32::mul_add`, one rounding each),
-//! which halve the operations of a Horner step: on AVX-512 the capped GELU takes 0.74 instead
-//! of 1.33 ns per value and its gradient 1.11 instead of 1.72 (one thread, values in cache;
-//! docs/benchmarks.md). A fused multiply-add is exactly rounded wherever it runs, in hardware
+//! which halve the operations of a Horner step: on AVX-512 the capped GELU took 0.61–0.73
+//! instead of 1.22–1.31 ns per value and its gradient 0.80–0.89 instead of 1.54–1.68 (one
+//! thread, values in cache; docs/benchmarks.md). A fused multiply-add is exactly rounded wherever it runs, in hardware
 //! (`wide`'s AVX2 + FMA and AVX-512 variants, aarch64) or in software (libm's `fmaf`, on an
 //! x86-64 without FMA, slowly), so every width computes the same bits.
 
@@ -78,7 +78,7 @@ pub fn erf(x: f32) -> f32 {
 }
 
 /// flex's GELU formula, `0.5 · x · (1 + erf(x / √2))`, with `x · (1/√2)` for `x / √2` (a division
-/// costs several multiplications on every width; the two differ by at most one rounding).
+/// costs several multiplications on every width; the two arguments differ by at most an ulp).
 #[inline(always)]
 fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * core::f32::consts::FRAC_1_SQRT_2))

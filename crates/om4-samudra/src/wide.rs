@@ -9,16 +9,16 @@
 //! AVX-512 loop over the capped GELU ran 11× slower than a direct call, 72 against 6.8 ms for
 //! 5.2 M values on one core, slower even than the baseline's 26 ms.) Rust never contracts
 //! `a * b + c`, and `f32::mul_add` is one exactly rounded operation at every width, so every lane
-//! computes exactly what the scalar function does and the variants agree bit for bit (tested). Its `unsafe` is the calls of the
-//! `#[target_feature]` variants once the feature has been detected (the crate's other `unsafe`
-//! module is `taps`).
+//! computes exactly what the scalar function does and the variants agree bit for bit (tested).
+//! Its `unsafe` is the calls of the `#[target_feature]` variants once the features have been
+//! detected (the crate's other `unsafe` module is `taps`).
 
 /// A vector width a pass can run at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Width {
     /// The build's baseline (SSE2 on x86-64).
     Baseline,
-    /// AVX2 with FMA (every AVX2 CPU but a few early VIA ones has both).
+    /// AVX2 with FMA.
     Avx2,
     /// AVX-512F with FMA.
     Avx512,
