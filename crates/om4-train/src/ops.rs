@@ -129,6 +129,14 @@ pub(crate) fn main(args: &OpsArgs) -> Res<bool> {
             Box::new(|t| upsample(t[0].clone(), UpsampleKind::ZonallyPeriodic)),
             &["x"],
         ),
+        // A reduction as long as the gradient norm's over the largest weight (320 × 320 × 9) and
+        // the loss's at 1°: the shapes above reduce a few thousand values at most.
+        (
+            "sum of squares of 2^20 values",
+            vec![[1, 1, 1024, 1024]],
+            Box::new(|t| (t[0].clone() * t[0].clone()).sum().reshape([1, 1, 1, 1])),
+            &["x"],
+        ),
     ];
     println!("| operation ({} against flex) | output | gradients | ok |", args.device);
     println!("|---|---|---|---|");
