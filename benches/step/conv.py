@@ -26,28 +26,28 @@ import time
 import torch
 
 
-def best(f, repeats: int) -> float:
+def times(f, repeats: int) -> list:
+    """Seconds of `repeats` runs of `f` after one warm-up run."""
     f()
-    times = []
+    out = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         f()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def best(f, repeats: int) -> float:
+    return min(times(f, repeats))
 
 
 def median(f, repeats: int) -> float:
-    f()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(times(f, repeats))
 
 
 def passes(b: int, cin: int, cout: int, k: int, d: int, h: int, w: int, timer, repeats: int):
-    """Forward, data gradient and weight gradient seconds of one convolution on a padded input."""
+    """Forward, data gradient and weight gradient seconds of one convolution on a padded input (the
+    gradients as forward + backward with only that input tracked, minus the forward)."""
     p = d * (k - 1)
     x = torch.randn(b, cin, h + p, w + p)
     weight = torch.randn(cout, cin, k, k)
@@ -66,7 +66,7 @@ def passes(b: int, cin: int, cout: int, k: int, d: int, h: int, w: int, timer, r
         forward = timer(run(False, False), repeats)
     data = timer(run(True, False), repeats) - forward
     weight_grad = timer(run(False, True), repeats) - forward
-    return forward, max(data, 0.0), max(weight_grad, 0.0)
+    return forward, data, weight_grad
 
 
 def beside_om4(path: str, k: int, b: int, repeats: int) -> None:
@@ -81,7 +81,7 @@ def beside_om4(path: str, k: int, b: int, repeats: int) -> None:
             continue
         cin, cout, d, h, w = (int(v) for v in m.groups()[:5])
         om4 = [float(v) for v in m.groups()[5:]]
-        torch_ms = [1e3 * t for t in passes(b, cin, cout, k, d, h, w, median, repeats)]
+        torch_ms = [1e3 * max(t, 0.0) for t in passes(b, cin, cout, k, d, h, w, median, repeats)]
         ratio = " / ".join(f"{t / o:.2f}" if o > 0 else "-" for t, o in zip(torch_ms, om4))
         print(f"| {cin}→{cout} d{d} {h}×{w} | {' / '.join(f'{o:.1f}' for o in om4)} | "
               f"{' / '.join(f'{t:.1f}' for t in torch_ms)} | {ratio} |")
@@ -102,24 +102,8 @@ def main() -> None:
     h, w = (int(v) for v in args.grid.split("x"))
     c, k, b = args.channels, args.kernel, args.batch
     torch.manual_seed(0)
-    x = torch.randn(b, c, h + k - 1, w + k - 1)
-    weight = torch.randn(c, c, k, k)
-    bias = torch.zeros(c)
     flops = 2.0 * b * c * c * k * k * h * w
-
-    def run(gx: bool, gw: bool):
-        xs, ws = x.clone().requires_grad_(gx), weight.clone().requires_grad_(gw)
-
-        def once():
-            y = torch.nn.functional.conv2d(xs, ws, bias).sum()
-            if gx or gw:
-                y.backward()
-        return once
-
-    with torch.no_grad():
-        forward = best(run(False, False), args.repeats)
-    data = best(run(True, False), args.repeats) - forward
-    weight_grad = best(run(False, True), args.repeats) - forward
+    forward, data, weight_grad = passes(b, c, c, k, 1, h, w, best, args.repeats)
     lhs, rhs = torch.randn(c, c * k * k), torch.randn(c * k * k, b * h * w)
     gemm = best(lambda: lhs @ rhs, args.repeats)
     row = {"framework": "torch " + torch.__version__, "threads": torch.get_num_threads(), "shape": f"{c}→{c} {k}×{k} {h}×{w} b{b}",
