@@ -7,11 +7,12 @@
 //! alone was about 60 % of the tiny network's training step at 2°, docs/benchmarks.md). Here:
 //! - a 1×1 convolution is a matrix product, `W · X` per sample, on every backend, so autodiff
 //!   derives both of its gradients as matrix products;
-//! - a k×k convolution on flex (float32, with or without autodiff) runs all three passes as k²
-//!   GEMMs on views of the NCHW planes, one per kernel tap, or one GEMM over the taps' gathered
-//!   runs where the input has few channels ([`crate::taps`]), except a 3×3 one with enough
-//!   channels and outputs, whose three passes take Winograd's F(2×2, 3×3): 16 GEMMs over
-//!   transformed tiles, 2.25 times fewer multiply-adds ([`crate::winograd`]);
+//! - a k×k convolution on flex (float32, with or without autodiff) runs its three passes as
+//!   GEMMs of its own, chosen per shape ([`Plan`]): a 3×3 one with enough channels on a large
+//!   enough grid by Winograd's F(2×2, 3×3), 16 GEMMs over transformed tiles with 2.25 times fewer
+//!   multiply-adds ([`crate::winograd`]); any other's forward, and its gradients where it has few
+//!   channels, as im2col in cache-sized tiles, one GEMM per tile ([`crate::tiles`]); the
+//!   remaining gradients as one GEMM per kernel tap on views of the planes ([`crate::taps`]);
 //! - anywhere else (a GPU) Burn's `conv2d`.
 //!
 //! The fast paths compute the same sums as Burn's in another order, so they agree with it to
@@ -29,18 +30,30 @@ use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Shape, Tensor};
 
 use crate::taps::{self, Taps};
-use crate::winograd;
+use crate::{tiles, winograd};
 
 /// `conv2d(x, weight, bias)` with stride 1, no padding and dilation `dilation`: `x` is
 /// `(B, C_in, H, W)`, `weight` `(C_out, C_in, k, k)`, the result `(B, C_out, H − d(k−1), W − d(k−1))`.
 pub fn conv(x: Tensor<4>, weight: Tensor<4>, bias: Option<Tensor<1>>, dilation: usize) -> Tensor<4> {
+    conv_with(x, weight, bias, dilation, ConvPlan::Auto)
+}
+
+/// [`conv`], a k×k convolution on flex run by `plan` (elsewhere, and for 1×1 kernels, `plan`
+/// changes nothing).
+pub fn conv_with(
+    x: Tensor<4>,
+    weight: Tensor<4>,
+    bias: Option<Tensor<1>>,
+    dilation: usize,
+    plan: ConvPlan,
+) -> Tensor<4> {
     let [cout, cin, kh, kw] = weight.dims();
     if (kh, kw) == (1, 1) {
         return pointwise(x, weight.reshape([1, cout, cin]), bias);
     }
     let options = ConvOptions::new([1, 1], [0, 0], [dilation, dilation], 1);
     match bias {
-        Some(bias) => match tap_conv(&x, &weight, &bias, dilation) {
+        Some(bias) => match tap_conv(&x, &weight, &bias, dilation, plan) {
             Some(y) => y,
             None => conv2d(x, weight, Some(bias), options),
         },
@@ -48,13 +61,43 @@ pub fn conv(x: Tensor<4>, weight: Tensor<4>, bias: Option<Tensor<1>>, dilation: 
     }
 }
 
-/// Whether [`conv`] runs a k×k convolution (and, under autodiff, its gradients) as per-tap GEMMs
+/// How a k×k convolution on flex runs its three passes. [`conv`] takes [`ConvPlan::Auto`]; the
+/// others force one way on every shape, for tests and benchmarks (`om4-train step --profile
+/// --conv-plan`). Parsed from `auto`, `winograd`, `tiles`, `taps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConvPlan {
+    /// Per shape, whichever measured fastest (docs/benchmarks.md).
+    #[default]
+    Auto,
+    /// Winograd's F(2×2, 3×3) for all three passes where the kernel is 3×3; other kernels as `Auto`.
+    Winograd,
+    /// im2col in cache-sized tiles for all three passes.
+    Tiles,
+    /// The forward in tiles, both gradients as one GEMM per kernel tap.
+    Taps,
+}
+
+impl std::str::FromStr for ConvPlan {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ConvPlan, String> {
+        match s {
+            "auto" => Ok(ConvPlan::Auto),
+            "winograd" => Ok(ConvPlan::Winograd),
+            "tiles" => Ok(ConvPlan::Tiles),
+            "taps" => Ok(ConvPlan::Taps),
+            other => Err(format!("no convolution plan {other:?}: auto, winograd, tiles or taps")),
+        }
+    }
+}
+
+/// Whether [`conv`] runs a k×k convolution (and, under autodiff, its gradients) by om4's GEMMs ([`Plan`])
 /// for tensors on `device`.
 pub fn tap_gemms(device: &burn::tensor::Device) -> bool {
     let x = Tensor::<4>::zeros([1, 1, 3, 3], device);
     let w = Tensor::<4>::zeros([1, 1, 3, 3], device);
     let b = Tensor::<1>::zeros([1], device);
-    tap_conv(&x, &w, &b, 1).is_some()
+    tap_conv(&x, &w, &b, 1, ConvPlan::Auto).is_some()
 }
 
 /// A 1×1 convolution as `W · X` per sample: `(1, C_out, C_in) × (B, C_in, H·W)`.
@@ -71,9 +114,9 @@ fn pointwise(x: Tensor<4>, weight: Tensor<3>, bias: Option<Tensor<1>>) -> Tensor
 
 type Ad = Autodiff<Flex, NoCheckpointing>;
 
-/// The k×k convolution as per-tap GEMMs when all three tensors are float32 flex tensors (an
+/// The k×k convolution by om4's GEMMs when all three tensors are float32 flex tensors (an
 /// autodiff operation of its own under autodiff); `None` otherwise.
-fn tap_conv(x: &Tensor<4>, weight: &Tensor<4>, bias: &Tensor<1>, dilation: usize) -> Option<Tensor<4>> {
+fn tap_conv(x: &Tensor<4>, weight: &Tensor<4>, bias: &Tensor<1>, dilation: usize, plan: ConvPlan) -> Option<Tensor<4>> {
     if [x.dtype(), weight.dtype(), bias.dtype()].iter().any(|&t| t != burn::tensor::DType::F32) {
         return None;
     }
@@ -85,19 +128,22 @@ fn tap_conv(x: &Tensor<4>, weight: &Tensor<4>, bias: &Tensor<1>, dilation: usize
         let prepared =
             TapConv.prepare::<NoCheckpointing>([x.node(), weight.node(), bias.node()]).compute_bound().stateful();
         let (x, weight, bias) = (x.into_primitive(), weight.into_primitive(), bias.into_primitive());
+        let s = taps(&x, &weight, dilation);
+        let plan = Plan::of(&s, plan);
         let out = match prepared {
             OpsKind::Tracked(prep) => {
-                let y = forward(&x, &weight, &bias, dilation);
-                prep.finish((x, weight, dilation), y)
+                let y = forward(&x, &weight, &bias, &s, plan);
+                prep.finish((x, weight, s, plan), y)
             }
-            OpsKind::UnTracked(prep) => prep.finish(forward(&x, &weight, &bias, dilation)),
+            OpsKind::UnTracked(prep) => prep.finish(forward(&x, &weight, &bias, &s, plan)),
         };
         return Some(Tensor::from_primitive::<Ad>(out));
     }
     let x = x.clone().try_into_primitive::<Flex>().ok()?;
     let weight = weight.clone().try_into_primitive::<Flex>().ok()?;
     let bias = bias.clone().try_into_primitive::<Flex>().ok()?;
-    Some(Tensor::from_primitive::<Flex>(forward(&x, &weight, &bias, dilation)))
+    let s = taps(&x, &weight, dilation);
+    Some(Tensor::from_primitive::<Flex>(forward(&x, &weight, &bias, &s, Plan::of(&s, plan))))
 }
 
 /// The shapes of a convolution of `x` by `weight`.
@@ -107,13 +153,37 @@ fn taps(x: &FlexTensor, weight: &FlexTensor, d: usize) -> Taps {
     Taps { b, cin, cout, k, d, hp, wp }
 }
 
-fn forward(x: &FlexTensor, weight: &FlexTensor, bias: &FlexTensor, d: usize) -> FlexTensor {
-    let s = taps(x, weight, d);
+/// How the passes of a k×k convolution run on flex, chosen per shape (docs/benchmarks.md has
+/// the measurements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// Winograd's F(2×2, 3×3), all three passes: 3×3 kernels with many channels on large grids.
+    Winograd,
+    /// The forward as im2col in cache-sized tiles; each gradient too where `tiles` is true for it
+    /// (few channels), else as one GEMM per kernel tap.
+    Gemms { data_tiles: bool, weight_tiles: bool },
+}
+
+impl Plan {
+    fn of(s: &Taps, plan: ConvPlan) -> Plan {
+        match plan {
+            ConvPlan::Winograd if s.k == 3 => Plan::Winograd,
+            ConvPlan::Tiles => Plan::Gemms { data_tiles: true, weight_tiles: true },
+            ConvPlan::Taps => Plan::Gemms { data_tiles: false, weight_tiles: false },
+            ConvPlan::Auto | ConvPlan::Winograd if winograd::pays(s) => Plan::Winograd,
+            ConvPlan::Auto | ConvPlan::Winograd => {
+                Plan::Gemms { data_tiles: tiles::pays_data_gradient(s), weight_tiles: tiles::pays(s) }
+            }
+        }
+    }
+}
+
+fn forward(x: &FlexTensor, weight: &FlexTensor, bias: &FlexTensor, s: &Taps, plan: Plan) -> FlexTensor {
     let (h, w) = s.out();
-    let y = if winograd::pays(&s) {
-        winograd::forward(&f32s(x), &f32s(weight), &f32s(bias), &s)
-    } else {
-        taps::forward(&f32s(x), &f32s(weight), &f32s(bias), &s)
+    let (x, weight, bias) = (f32s(x), f32s(weight), f32s(bias));
+    let y = match plan {
+        Plan::Winograd => winograd::forward(&x, &weight, &bias, s),
+        Plan::Gemms { .. } => tiles::forward(&x, &weight, &bias, s),
     };
     tensor(y, [s.b, s.cout, h, w])
 }
@@ -132,37 +202,38 @@ fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexTensor {
     FlexTensor::from_data(burn::tensor::TensorData::new(values, shape))
 }
 
-/// The backward of [`tap_conv`]: all three gradients as per-tap GEMMs or by Winograd.
+/// The backward of [`tap_conv`]: its gradients by the same [`Plan`] as its forward.
 #[derive(Debug)]
 struct TapConv;
 
 impl Backward<Flex, 3> for TapConv {
-    /// The input, the weight and the dilation.
-    type State = (FlexTensor, FlexTensor, usize);
+    /// The input, the weight, the shapes and the plan of the forward.
+    type State = (FlexTensor, FlexTensor, Taps, Plan);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         let [node_x, node_weight, node_bias] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
-        let (x, weight, dilation) = ops.state;
-        let s = taps(&x, &weight, dilation);
+        let (x, weight, s, plan) = ops.state;
         let g = f32s(&grad);
         if let Some(node) = node_bias {
             let b = Flex::float_sum_dim(Flex::float_sum_dim(Flex::float_sum_dim(grad.clone(), 3), 2), 0);
             grads.register::<Flex>(node.id, Flex::float_reshape(b, Shape::new([s.cout])));
         }
         if let Some(node) = node_weight {
-            let dw = if winograd::pays(&s) {
-                winograd::weight_gradient(&f32s(&x), &g, &s)
-            } else {
-                taps::weight_gradient(&f32s(&x), &g, &s)
+            let x = f32s(&x);
+            let dw = match plan {
+                Plan::Winograd => winograd::weight_gradient(&x, &g, &s),
+                Plan::Gemms { weight_tiles: true, .. } => tiles::weight_gradient(&x, &g, &s),
+                Plan::Gemms { .. } => taps::weight_gradient(&x, &g, &s),
             };
             grads.register::<Flex>(node.id, tensor(dw, [s.cout, s.cin, s.k, s.k]));
         }
         if let Some(node) = node_x {
-            let dx = if winograd::pays(&s) {
-                winograd::data_gradient(&g, &f32s(&weight), &s)
-            } else {
-                taps::data_gradient(&g, &f32s(&weight), &s)
+            let weight = f32s(&weight);
+            let dx = match plan {
+                Plan::Winograd => winograd::data_gradient(&g, &weight, &s),
+                Plan::Gemms { data_tiles: true, .. } => tiles::data_gradient(&g, &weight, &s),
+                Plan::Gemms { .. } => taps::data_gradient(&g, &weight, &s),
             };
             grads.register::<Flex>(node.id, tensor(dx, [s.b, s.cin, s.hp, s.wp]));
         }

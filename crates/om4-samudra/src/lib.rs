@@ -51,6 +51,7 @@ mod run;
 mod scratch;
 mod step;
 mod taps;
+mod tiles;
 mod trainer;
 mod weights;
 mod wide;

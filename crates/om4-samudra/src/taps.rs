@@ -1,31 +1,26 @@
-//! Samudra's k×k convolutions (stride 1, unpadded, dilation d) on the CPU as k² GEMMs over views
-//! of the NCHW planes, one per kernel tap: no transposed convolution, and an im2col copy only
-//! where the input has few channels.
+//! The gradients of Samudra's k×k convolutions (stride 1, unpadded, dilation d) on the CPU as k²
+//! GEMMs over views of the NCHW planes, one per kernel tap, for the shapes that neither
+//! [`crate::winograd`] nor [`crate::tiles`] takes: many channels on a small grid (and, for the
+//! data gradient, a grid small against the kernel's span); and the GEMM call every path shares.
 //!
-//! The trick that makes every tap one GEMM on a plain strided view: the output is computed at the
+//! The trick that makes every tap one GEMM on a plain strided view: the output is taken at the
 //! input's width `W_in` ("wide"), so that a tap's window of an input channel, flattened, is one
-//! run of `n = H·W_in − (k−1)·d` values starting at `ky·d·W_in + kx·d`. The wide output's columns
-//! past `W` are never read; the gradient is widened with zero columns, so those positions add
-//! nothing. Per sample and tap (`W_t = w[:, :, ky, kx]`, `X_b` as `(C_in, H_in·W_in)`):
-//! - forward: `Y_wide += W_t · X_b[:, s_t .. s_t + n]`, then `y = Y_wide[.., ..W] + bias`;
+//! run of `n = H·W_in − (k−1)·d` values starting at `ky·d·W_in + kx·d`. The gradient is widened
+//! with zero columns past `W`, so those positions add nothing. Per sample and tap
+//! (`W_t = w[:, :, ky, kx]`, `X_b` as `(C_in, H_in·W_in)`):
 //! - data gradient: `dX_b[:, s_t .. s_t + n] += W_tᵀ · G_wide`;
 //! - weight gradient: `dW_t += G_wide · X_b[:, s_t .. s_t + n]ᵀ`, summed over the batch.
-//!
-//! With few input channels those GEMMs are thin (sums or results only `C_in` long), so where the
-//! copy pays ([`gathers`]) the forward and the weight gradient first gather the k² runs of every
-//! channel into one `(C_in·k², n)` matrix (a scratch buffer) and run one GEMM over it instead.
 //!
 //! Each pass does exactly the convolution's multiply-adds, on the `gemm` crate (the kernels flex
 //! itself uses), parallel over rayon's pool. The sums run in another order than a direct loop's,
 //! so results agree with a float64 reference to float32 rounding (`tests/conv.rs`).
 //!
 //! `gemm::gemm` takes raw pointers and strides, so this is one of om4-samudra's two `unsafe`
-//! modules (with `wide`): every call, here and in [`crate::winograd`], goes through [`gemm_into`],
-//! which checks that each matrix's last element lies inside its slice before the call.
+//! modules (with `wide`): every call, here and in [`crate::winograd`] and [`crate::tiles`], goes
+//! through [`gemm_into`], which checks that each matrix's last element lies inside its slice
+//! before the call.
 
 use rayon::prelude::*;
-
-use crate::scratch::Scratch;
 
 /// The shapes of one convolution: input `(b, cin, hp, wp)`, weight `(cout, cin, k, k)`,
 /// dilation `d`, output `(b, cout, h, w)` with `h = hp − (k−1)·d`, `w = wp − (k−1)·d`.
@@ -60,7 +55,7 @@ impl Taps {
         t / self.k * self.d * self.wp + t % self.k * self.d
     }
 
-    fn kk(&self) -> usize {
+    pub(crate) fn kk(&self) -> usize {
         self.k * self.k
     }
 
@@ -68,45 +63,6 @@ impl Taps {
         let (h, w) = self.out();
         self.b * self.cout * self.cin * self.kk() * h * w
     }
-}
-
-/// `y[b, co] = bias[co] + Σ_{ci, tap} w[co, ci, tap] · x[b, ci, window of tap]`, `(b, cout, h, w)`.
-pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<f32> {
-    forward_as(x, weight, bias, s, gathers(s))
-}
-
-/// [`forward`], gathering the runs first or not.
-fn forward_as(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps, gathered: bool) -> Vec<f32> {
-    check(x, weight, s);
-    assert_eq!(bias.len(), s.cout, "one bias per output channel");
-    let (h, w) = s.out();
-    let (plane_in, plane_wide, n) = (s.hp * s.wp, h * s.wp, s.n());
-    let mut y = vec![0f32; s.b * s.cout * h * w];
-    let mut wide = vec![0f32; s.cout * plane_wide];
-    for b in 0..s.b {
-        let xb = &x[b * s.cin * plane_in..][..s.cin * plane_in];
-        if gathered {
-            let runs = gather(xb, s);
-            let lhs = Mat { data: weight, offset: 0, rows: s.cout, cols: s.cin * s.kk(), rs: s.cin * s.kk(), cs: 1 };
-            let rhs = Mat { data: &runs, offset: 0, rows: s.cin * s.kk(), cols: n, rs: n, cs: 1 };
-            gemm_into(&mut wide, 0, plane_wide, 1, false, lhs, rhs, s.multiply_adds());
-        } else {
-            for t in 0..s.kk() {
-                let lhs = Mat { data: weight, offset: t, rows: s.cout, cols: s.cin, rs: s.cin * s.kk(), cs: s.kk() };
-                let rhs = Mat { data: xb, offset: s.start(t), rows: s.cin, cols: n, rs: plane_in, cs: 1 };
-                gemm_into(&mut wide, 0, plane_wide, 1, t > 0, lhs, rhs, s.multiply_adds());
-            }
-        }
-        let yb = &mut y[b * s.cout * h * w..][..s.cout * h * w];
-        yb.par_chunks_mut(h * w).zip(wide.par_chunks(plane_wide)).zip(bias).for_each(|((out, wide), &bias)| {
-            for (row, wide) in out.chunks_mut(w).zip(wide.chunks(s.wp)) {
-                for (o, &v) in row.iter_mut().zip(wide) {
-                    *o = v + bias;
-                }
-            }
-        });
-    }
-    y
 }
 
 /// `dx[b, ci, window of tap] += Σ_co w[co, ci, tap] · g[b, co]` over the taps, `(b, cin, hp, wp)`.
@@ -132,27 +88,10 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
 /// Each tap's `(cout, cin)` block is summed contiguously (a GEMM result with unit column
 /// stride), then laid out tap-innermost.
 pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
-    weight_gradient_as(x, grad, s, gathers(s))
-}
-
-/// [`weight_gradient`], gathering the runs first or not.
-fn weight_gradient_as(x: &[f32], grad: &[f32], s: &Taps, gathered: bool) -> Vec<f32> {
     check(x, &[], s);
     check_grad(grad, &[], s);
     let (plane_in, block) = (s.hp * s.wp, s.cout * s.cin);
     let mut wide = vec![0f32; s.cout * s.out().0 * s.wp];
-    if gathered {
-        // (cout, cin·k²) is the weight's own layout.
-        let mut dw = vec![0f32; s.kk() * block];
-        for b in 0..s.b {
-            widen(grad, b, s, &mut wide);
-            let runs = gather(&x[b * s.cin * plane_in..][..s.cin * plane_in], s);
-            let lhs = Mat { data: &wide, offset: 0, rows: s.cout, cols: s.n(), rs: s.out().0 * s.wp, cs: 1 };
-            let rhs = Mat { data: &runs, offset: 0, rows: s.n(), cols: s.cin * s.kk(), rs: 1, cs: s.n() };
-            gemm_into(&mut dw, 0, s.cin * s.kk(), 1, b > 0, lhs, rhs, s.multiply_adds());
-        }
-        return dw;
-    }
     let mut per_tap = vec![0f32; s.kk() * block];
     for b in 0..s.b {
         widen(grad, b, s, &mut wide);
@@ -172,30 +111,6 @@ fn weight_gradient_as(x: &[f32], grad: &[f32], s: &Taps, gathered: bool) -> Vec<
         }
     }
     dw
-}
-
-/// Whether the forward and the weight gradient gather the taps' runs of the input first (im2col:
-/// `cin·k²` rows of `n` values, a copy) for one GEMM, rather than k² GEMMs whose sums (forward) or
-/// results (weight gradient) are only `cin` long. That pays where the copy is cheap against the
-/// GEMM: few input channels and many output channels (each gathered value then takes part in
-/// `cout` multiply-adds; the 16 → 154 head at 2°: weight gradient 21 → 14 ms, forward 9.1 → 6.6),
-/// or runs that stay in cache (at most 4 MiB). With 16 or 32 channels in and 32 out at 2°, the
-/// copy cost more than it saved (weight gradient 3.1 → 5.5 ms, 5.0 → 11.2 ms); docs/benchmarks.md.
-fn gathers(s: &Taps) -> bool {
-    let bytes = s.cin * s.kk() * s.n() * std::mem::size_of::<f32>();
-    s.kk() > 1 && ((s.cin < 64 && s.cout >= 96) || bytes <= 4 << 20)
-}
-
-/// The taps' runs of one sample's input `(cin, hp, wp)`: row `ci·k² + t` is channel `ci`'s run
-/// of `n` values from tap `t`'s start.
-fn gather(xb: &[f32], s: &Taps) -> Scratch {
-    let (n, plane_in) = (s.n(), s.hp * s.wp);
-    let mut runs = Scratch::take(s.cin * s.kk() * n);
-    runs.par_chunks_mut(n).enumerate().for_each(|(r, run)| {
-        let (ci, t) = (r / s.kk(), r % s.kk());
-        run.copy_from_slice(&xb[ci * plane_in + s.start(t)..][..n]);
-    });
-    runs
 }
 
 /// Sample `b` of the gradient `(b, cout, h, w)` at the input's width: zeros past column `w`.
@@ -302,7 +217,6 @@ pub(crate) fn gemm_into(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::scratch::tests::poison;
 
     /// The three passes by direct loops in float64 (also [`crate::winograd`]'s reference).
     pub(crate) fn reference(x: &[f32], w: &[f32], g: &[f32], s: &Taps) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
@@ -371,7 +285,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_three_passes_match_float64_loops() {
+    fn the_gradients_match_float64_loops() {
         // Past gemm's blocking (channels over 64), dilation 2, batch 2, one row only, 1×1.
         for s in [
             Taps { b: 2, cin: 70, cout: 33, k: 3, d: 1, hp: 9, wp: 14 },
@@ -379,17 +293,8 @@ pub(crate) mod tests {
             Taps { b: 1, cin: 3, cout: 2, k: 3, d: 1, hp: 3, wp: 7 },
             Taps { b: 3, cin: 4, cout: 6, k: 1, d: 1, hp: 5, wp: 6 },
         ] {
-            let Case { x, wt, g, bias, ry, rdx, rdw } = Case::new(&s);
-            // The gathered runs come from scratch buffers full of NaN: any run left unwritten
-            // fails the comparison.
-            let poisoned = || poison(s.cin * s.kk() * s.hp * s.wp);
-            for gather in [false, true] {
-                poisoned();
-                close(&forward_as(&x, &wt, &bias, &s, gather), &ry, &format!("{s:?} output, gather {gather}"));
-                poisoned();
-                let dw = weight_gradient_as(&x, &g, &s, gather);
-                close(&dw, &rdw, &format!("{s:?} weight gradient, gather {gather}"));
-            }
+            let Case { x, wt, g, rdx, rdw, .. } = Case::new(&s);
+            close(&weight_gradient(&x, &g, &s), &rdw, &format!("{s:?} weight gradient"));
             close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
         }
     }
@@ -398,6 +303,6 @@ pub(crate) mod tests {
     #[should_panic(expected = "input of")]
     fn a_short_input_is_refused_before_any_gemm() {
         let s = Taps { b: 1, cin: 2, cout: 2, k: 3, d: 1, hp: 4, wp: 4 };
-        forward(&[0.0; 31], &[0.0; 36], &[0.0; 2], &s);
+        weight_gradient(&[0.0; 31], &[0.0; 8], &s);
     }
 }

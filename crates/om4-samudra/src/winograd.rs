@@ -26,12 +26,14 @@ use rayon::prelude::*;
 use crate::scratch::Scratch;
 use crate::taps::{Mat, ONE_THREAD, Taps, gemm_into};
 
-/// Whether the three passes of `s` run here rather than as per-tap GEMMs: a 3×3 kernel, channels
-/// enough for the 16 GEMMs to run at the GEMM's rate and tiles enough to share the transforms'
-/// cost (docs/benchmarks.md has the measurements behind the thresholds).
+/// Whether the three passes of `s` run here rather than in [`crate::tiles`] or as per-tap GEMMs:
+/// a 3×3 kernel, channels enough for the 16 GEMMs to run at the GEMM's rate and tiles enough to
+/// share the transforms' cost (64 channels on 64 × 64 outputs, or 128 on half as many; at 22 × 45
+/// with 480 channels the per-tap gradients were faster). docs/benchmarks.md has the measurements.
 pub(crate) fn pays(s: &Taps) -> bool {
     let (h, w) = s.out();
-    s.k == 3 && s.cin.min(s.cout) >= 64 && h * w >= 64 * 64
+    let channels = s.cin.min(s.cout);
+    s.k == 3 && ((channels >= 64 && h * w >= 64 * 64) || (channels >= 128 && h * w >= 32 * 64))
 }
 
 /// `y[b, co] = bias[co] + Σ_{ci, tap} w[co, ci, tap] · x[b, ci, window of tap]`, `(b, cout, h, w)`.

@@ -1,5 +1,5 @@
 //! The network's fast paths against simple references: the convolutions (1×1 as a matrix
-//! product, k×k as per-tap GEMMs or by Winograd in all three passes) against float64 loops,
+//! product, k×k by Winograd, in tiles or per tap, as each shape takes them) against float64 loops,
 //! forward and every gradient; the longitude padding as one copy and by slices against the
 //! padding by index, and the capped GELU against its composition from Burn's operations, bit for
 //! bit; the GPU backends' GELU (tensor operations) against the exact derivative; the fused
@@ -8,8 +8,8 @@
 
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use om4_samudra::model::{
-    capped_gelu, capped_gelu_ops, conv, gelu_capped, gelu_capped_grad, instance_norm, instance_norm_gelu,
-    instance_norm_ops, pad_lonlat, pad_lonlat_ops, tap_gemms, wrap_longitude,
+    ConvPlan, capped_gelu, capped_gelu_ops, conv_with, gelu_capped, gelu_capped_grad, instance_norm,
+    instance_norm_gelu, instance_norm_ops, pad_lonlat, pad_lonlat_ops, tap_gemms, wrap_longitude,
 };
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
@@ -64,37 +64,45 @@ fn max_rel(got: &[f32], want: &[f64]) -> f64 {
     got.iter().zip(want).fold(0f64, |m, (a, b)| m.max((f64::from(*a) - b).abs())) / scale
 }
 
-/// Every convolution shape the network has (k×k with dilations 1 and 2, 1×1, batch 1 and 3; the
-/// last 3×3 one large enough that all three of its passes take Winograd's F(2×2, 3×3):
-/// 64 channels, a 64 × 64 output) agrees with float64 within float32 rounding, forward and in all
-/// three gradients.
+/// Every convolution shape the network has (k×k with dilations 1 and 2, 1×1, batch 1 and 3; 128
+/// channels on a small grid; 64 channels on a 64 × 64 output, where all three passes take
+/// Winograd's F(2×2, 3×3) by default) agrees with float64 within float32 rounding, forward and in
+/// all three gradients, by every [`ConvPlan`]: per shape as training runs it, and each method
+/// forced.
 #[test]
 fn convolutions_and_their_gradients_match_float64() {
     let device = Device::flex().autodiff();
     assert!(tap_gemms(&device), "k×k convolutions run as per-tap GEMMs on flex with autodiff");
     assert!(tap_gemms(&Device::flex()), "and on flex without autodiff");
-    for (b, ci, co, k, d, h, w) in
-        [(1, 5, 7, 3, 1, 9, 12), (3, 4, 6, 3, 2, 11, 10), (2, 6, 3, 1, 1, 5, 8), (1, 64, 64, 3, 2, 68, 68)]
-    {
+    for (b, ci, co, k, d, h, w) in [
+        (1, 5, 7, 3, 1, 9, 12),
+        (3, 4, 6, 3, 2, 11, 10),
+        (2, 6, 3, 1, 1, 5, 8),
+        (1, 128, 130, 3, 1, 6, 7),
+        (1, 64, 64, 3, 2, 68, 68),
+    ] {
         let normal = Distribution::Normal(0.0, 1.0);
-        let x = Tensor::<4>::random([b, ci, h, w], normal, &device).require_grad();
-        let wt = Tensor::<4>::random([co, ci, k, k], normal, &device).require_grad();
-        let bias = Tensor::<1>::random([co], normal, &device).require_grad();
-        let y = conv(x.clone(), wt.clone(), Some(bias.clone()), d);
-        let g = Tensor::<4>::random(y.dims(), normal, &device);
-        let grads = (y.clone() * g.clone()).sum().backward();
-        let (xv, wv, bv, gv) =
-            (values(x.clone().inner()), values(wt.clone().inner()), values(bias.clone().inner()), values(g.inner()));
+        let x = Tensor::<4>::random([b, ci, h, w], normal, &device);
+        let wt = Tensor::<4>::random([co, ci, k, k], normal, &device);
+        let bias = Tensor::<1>::random([co], normal, &device);
+        let (ho, wo) = (h - d * (k - 1), w - d * (k - 1));
+        let g = Tensor::<4>::random([b, co, ho, wo], normal, &device);
+        let (xv, wv, bv, gv) = (values(x.clone()), values(wt.clone()), values(bias.clone()), values(g.clone()));
         let (ry, rdx, rdw, rdb) = reference(&xv, [b, ci, h, w], &wv, [co, k], &bv, d, &gv);
-        let case = format!("b{b} {ci}→{co} k{k} d{d} {h}×{w}");
-        for (what, got, want) in [
-            ("output", values(y.inner()), ry),
-            ("x gradient", values(x.grad(&grads).unwrap()), rdx),
-            ("weight gradient", values(wt.grad(&grads).unwrap()), rdw),
-            ("bias gradient", values(bias.grad(&grads).unwrap()), rdb),
-        ] {
-            let err = max_rel(&got, &want);
-            assert!(err < 1e-5, "{case}: {what} off by {err:e} of its largest value");
+        for plan in [ConvPlan::Auto, ConvPlan::Winograd, ConvPlan::Tiles, ConvPlan::Taps] {
+            let (x, wt, bias) = (x.clone().require_grad(), wt.clone().require_grad(), bias.clone().require_grad());
+            let y = conv_with(x.clone(), wt.clone(), Some(bias.clone()), d, plan);
+            let grads = (y.clone() * g.clone()).sum().backward();
+            let case = format!("b{b} {ci}→{co} k{k} d{d} {h}×{w} {plan:?}");
+            for (what, got, want) in [
+                ("output", values(y.inner()), &ry),
+                ("x gradient", values(x.grad(&grads).unwrap()), &rdx),
+                ("weight gradient", values(wt.grad(&grads).unwrap()), &rdw),
+                ("bias gradient", values(bias.grad(&grads).unwrap()), &rdb),
+            ] {
+                let err = max_rel(&got, want);
+                assert!(err < 1e-5, "{case}: {what} off by {err:e} of its largest value");
+            }
         }
     }
 }

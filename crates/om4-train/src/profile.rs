@@ -19,7 +19,7 @@ use std::time::Instant;
 use burn::tensor::module::avg_pool2d;
 use burn::tensor::ops::AvgPoolOptions;
 use burn::tensor::{Device, Distribution, Tensor};
-use om4_samudra::model::{capped_gelu, conv, instance_norm, instance_norm_gelu, pad_lonlat, upsample};
+use om4_samudra::model::{ConvPlan, capped_gelu, conv_with, instance_norm, instance_norm_gelu, pad_lonlat, upsample};
 use om4_samudra::{NormKind, SamudraConfig};
 
 use crate::step::{Bench, StepArgs, parse_grid};
@@ -115,6 +115,7 @@ fn convolution(
     cout: usize,
     k: usize,
     d: usize,
+    plan: ConvPlan,
 ) -> Res<(f64, [f64; 2])> {
     let plain = device.clone().inner();
     let run = |dev: &Device, gx: bool, gw: bool| -> Res<f64> {
@@ -123,7 +124,7 @@ fn convolution(
         let bias = Tensor::<1>::zeros([cout], dev);
         let (x, wt) = (if gx { x.require_grad() } else { x }, if gw { wt.require_grad() } else { wt });
         clock(dev, repeats, || {
-            let y = conv(x.clone(), wt.clone(), Some(bias.clone()), d).sum();
+            let y = conv_with(x.clone(), wt.clone(), Some(bias.clone()), d, plan).sum();
             if gx || gw {
                 drop(y.backward());
             } else {
@@ -145,12 +146,14 @@ struct Case {
     inputs: usize,
     outputs: usize,
     steps: usize,
+    /// How the k×k convolutions run (`--conv-plan`).
+    plan: ConvPlan,
 }
 
 /// The rows, and the seconds per step of the capped GELU within the fused norm (see the module
 /// documentation).
 fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) -> Res<(Vec<Row>, f64)> {
-    let &Case { b, grid, inputs, outputs, steps } = case;
+    let &Case { b, grid, inputs, outputs, steps, plan } = case;
     let k = config.kernel_size;
     let w = config.ch_width;
     let u = config.upscale;
@@ -170,14 +173,14 @@ fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) ->
         let (h, wd) = (grid.0 >> level, grid.1 >> level);
         let e = a * u;
         let p = d * (k - 1) / 2;
-        let (f, bk) = convolution(device, repeats, [b, a, h + 2 * p, wd + 2 * p], e, k, d)?;
+        let (f, bk) = convolution(device, repeats, [b, a, h + 2 * p, wd + 2 * p], e, k, d, plan)?;
         add("conv k×k", format!("{a}→{e} d{d} {h}×{wd}"), 1, f, bk);
-        let (f, bk) = convolution(device, repeats, [b, e, h + 2 * p, wd + 2 * p], e, k, d)?;
+        let (f, bk) = convolution(device, repeats, [b, e, h + 2 * p, wd + 2 * p], e, k, d, plan)?;
         add("conv k×k", format!("{e}→{e} d{d} {h}×{wd}"), 1, f, bk);
-        let (f, bk) = convolution(device, repeats, [b, e, h, wd], bw, 1, 1)?;
+        let (f, bk) = convolution(device, repeats, [b, e, h, wd], bw, 1, 1, plan)?;
         add("conv 1×1", format!("{e}→{bw} {h}×{wd}"), 1, f, bk);
         if a != bw {
-            let (f, bk) = convolution(device, repeats, [b, a, h, wd], bw, 1, 1)?;
+            let (f, bk) = convolution(device, repeats, [b, a, h, wd], bw, 1, 1, plan)?;
             add("conv 1×1", format!("{a}→{bw} {h}×{wd} (skip)"), 1, f, bk);
         }
         if config.norm == NormKind::Instance {
@@ -210,7 +213,7 @@ fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) ->
         let (f, bk) = unary(device, repeats, [b, c, h, wd], |x| upsample(x, config.upsample))?;
         add("upsample ×2", format!("{c} {h}×{wd}"), 1, f, [bk, 0.0]);
     }
-    let (f, bk) = convolution(device, repeats, [b, w[0], grid.0 + 2, grid.1 + 2], outputs, 3, 1)?;
+    let (f, bk) = convolution(device, repeats, [b, w[0], grid.0 + 2, grid.1 + 2], outputs, 3, 1, plan)?;
     add("conv head 3×3", format!("{}→{outputs} {}×{}", w[0], grid.0, grid.1), 1, f, bk);
     Ok((out, gelu_within))
 }
@@ -231,7 +234,7 @@ pub(crate) fn main(args: &StepArgs) -> Res<()> {
     }
     let config = bench.config().clone();
     let (inputs, outputs) = bench.channels();
-    let case = Case { b: args.batch, grid: (ny, nx), inputs, outputs, steps: args.steps };
+    let case = Case { b: args.batch, grid: (ny, nx), inputs, outputs, steps: args.steps, plan: args.conv_plan };
     let (table, gelu_within) = rows(&config, &device, repeats, &case)?;
     let total: f64 = table.iter().map(|r| r.uses as f64 * (r.forward + r.backward[0] + r.backward[1])).sum();
     println!(
@@ -287,20 +290,14 @@ pub(crate) fn main(args: &StepArgs) -> Res<()> {
         "\nthe capped GELU, all shapes (within the fused norm: it less instance norm alone): {gelu:.3} s per step, {:.1} % of the step",
         100.0 * gelu / step
     );
-    ceiling(&device, repeats, &config, args.batch, (ny, nx), inputs)
+    ceiling(&device, repeats, &config, &case)
 }
 
 /// The largest convolution's three passes against the GEMM each amounts to (im2col's product,
 /// `(C_out, C_in·k²) × (C_in·k², H·W)` per sample, for the forward) on the same backend: what a
 /// convolution built on that GEMM can reach.
-fn ceiling(
-    device: &Device,
-    repeats: usize,
-    config: &SamudraConfig,
-    b: usize,
-    (h, w): (usize, usize),
-    inputs: usize,
-) -> Res<()> {
+fn ceiling(device: &Device, repeats: usize, config: &SamudraConfig, case: &Case) -> Res<()> {
+    let (b, (h, w), inputs) = (case.b, case.grid, case.inputs);
     let plain = device.clone().inner();
     let (k, e) = (config.kernel_size, inputs * config.upscale);
     let flops = 2.0 * (b * e * e * k * k * h * w) as f64;
@@ -309,7 +306,7 @@ fn ceiling(
     let gemm = clock(&plain, repeats, || {
         let _ = lhs.clone().matmul(rhs.clone()).slice([0..1, 0..1]).try_into_scalar::<f32>();
     })?;
-    let (conv, [data, weight]) = convolution(device, repeats, [b, e, h + k - 1, w + k - 1], e, k, 1)?;
+    let (conv, [data, weight]) = convolution(device, repeats, [b, e, h + k - 1, w + k - 1], e, k, 1, case.plan)?;
     println!(
         "\nlargest convolution {e}→{e} {k}×{k} at {h}×{w}, batch {b}: {:.1} GFLOP per pass; its GEMM alone {:.3} s ({:.0} GFLOP/s); the convolution's forward {:.3} s ({:.0} GFLOP/s), data gradient {:.3} s ({:.0} GFLOP/s), weight gradient {:.3} s ({:.0} GFLOP/s); {} threads",
         flops / 1e9,

@@ -52,6 +52,11 @@ pub(crate) struct StepArgs {
     /// alone at its shapes (median of --repeats): a per-operation profile.
     #[arg(long, conflicts_with = "serve")]
     pub(crate) profile: bool,
+    /// With --profile, how the k×k convolutions of the per-operation table run on the CPU: auto
+    /// (per shape, as training runs them), winograd, tiles or taps (forced on every shape, to
+    /// compare the methods; the step phases always run as training does).
+    #[arg(long, default_value = "auto", requires = "profile")]
+    pub(crate) conv_plan: om4_samudra::model::ConvPlan,
 }
 
 /// A model, its optimizer and one synthetic batch, stepped as `Trainer` steps.
