@@ -91,7 +91,7 @@ impl std::str::FromStr for ConvPlan {
     }
 }
 
-/// Whether [`conv`] runs a k×k convolution (and, under autodiff, its gradients) by om4's GEMMs ([`Plan`])
+/// Whether [`conv`] runs a k×k convolution (and, under autodiff, its gradients) by om4's own GEMMs
 /// for tensors on `device`.
 pub fn tap_gemms(device: &burn::tensor::Device) -> bool {
     let x = Tensor::<4>::zeros([1, 1, 3, 3], device);

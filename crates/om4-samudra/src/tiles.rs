@@ -1,6 +1,7 @@
 //! Samudra's k×k convolutions (stride 1, unpadded, dilation d) on the CPU as im2col in tiles:
-//! for layers with few channels, where the per-tap GEMMs of [`crate::taps`] are thin and every
-//! tap passes over the whole output again.
+//! every forward that Winograd does not take, and the gradients of layers with few channels,
+//! where the per-tap GEMMs of [`crate::taps`] are thin and every tap passes over the whole output
+//! again.
 //!
 //! The output positions of one sample are cut into tiles of whole rows. Per tile, the `K` rows of
 //! an im2col matrix (`K = C_in·k²` for the forward and the weight gradient: channel `ci`'s values
@@ -12,7 +13,7 @@
 //!   (zero outside it), by the transposed weight: `dX_tile = Wᵀ' · G_tile`, with `G_tile`'s row
 //!   `co·k² + t` holding `g[co, i − ky_t, j − kx_t]` at input position `(i, j)` and `Wᵀ'` the
 //!   weight as `(C_in, C_out·k²)`; the zeros past the gradient's edges are multiplied too, so this
-//!   pays only where the grid is large against the kernel's span ([`pays`]);
+//!   pays only where the grid is large against the kernel's span ([`pays_data_gradient`]);
 //! - weight gradient: `dW += G[:, tile] · X_tileᵀ`, summed per group of tiles and the groups'
 //!   sums added in a fixed order; tiles and groups follow from the shapes alone, so results do
 //!   not depend on the number of threads.
@@ -32,7 +33,8 @@ use crate::scratch::Scratch;
 use crate::taps::{Mat, ONE_THREAD, Taps, gemm_into};
 
 /// Gathered values per tile, at most (in bytes): a tile's im2col block and the GEMM's packed
-/// copies of it stay in the 2 MiB L2 cache of a Zen 4 core, with room for the weight.
+/// copies of it stay in a core's L2 cache (1 MiB on Zen 4, 2 MiB on the Xeon measured), with room
+/// for the weight; 64 KiB to 1 MiB measured no better (docs/benchmarks.md).
 const TILE_BYTES: usize = 256 << 10;
 
 /// The weight gradient's groups of tiles: each sums its tiles' products into a partial gradient
