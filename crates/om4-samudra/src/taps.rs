@@ -59,6 +59,23 @@ impl Taps {
         self.k * self.k
     }
 
+    /// Panics unless the window lies inside the input and each slice given (the input, the
+    /// weight, the output gradient) has the length the shapes say: before any GEMM reads them.
+    pub(crate) fn check(&self, x: Option<&[f32]>, weight: Option<&[f32]>, grad: Option<&[f32]>) {
+        let s = self;
+        assert!(s.k >= 1 && s.d >= 1 && s.hp > s.span() && s.wp > s.span(), "a window inside the input: {s:?}");
+        let (h, w) = s.out();
+        for (slice, len, what) in [
+            (x, s.b * s.cin * s.hp * s.wp, "input"),
+            (weight, s.cout * s.cin * s.kk(), "weight"),
+            (grad, s.b * s.cout * h * w, "output gradient"),
+        ] {
+            if let Some(slice) = slice {
+                assert_eq!(slice.len(), len, "{what} of {s:?}");
+            }
+        }
+    }
+
     fn multiply_adds(&self) -> usize {
         let (h, w) = self.out();
         self.b * self.cout * self.cin * self.kk() * h * w
@@ -67,7 +84,7 @@ impl Taps {
 
 /// `dx[b, ci, window of tap] += Σ_co w[co, ci, tap] · g[b, co]` over the taps, `(b, cin, hp, wp)`.
 pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> {
-    check_grad(grad, weight, s);
+    s.check(None, Some(weight), Some(grad));
     let plane_in = s.hp * s.wp;
     let mut dx = vec![0f32; s.b * s.cin * plane_in];
     let mut wide = vec![0f32; s.cout * s.out().0 * s.wp];
@@ -88,8 +105,7 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
 /// Each tap's `(cout, cin)` block is summed contiguously (a GEMM result with unit column
 /// stride), then laid out tap-innermost.
 pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
-    check(x, &[], s);
-    check_grad(grad, &[], s);
+    s.check(Some(x), None, Some(grad));
     let (plane_in, block) = (s.hp * s.wp, s.cout * s.cin);
     let mut wide = vec![0f32; s.cout * s.out().0 * s.wp];
     let mut per_tap = vec![0f32; s.kk() * block];
@@ -121,18 +137,6 @@ fn widen(grad: &[f32], b: usize, s: &Taps, wide: &mut [f32]) {
         wide[..w].copy_from_slice(g);
         wide[w..].fill(0.0);
     });
-}
-
-fn check(x: &[f32], weight: &[f32], s: &Taps) {
-    assert!(s.k >= 1 && s.d >= 1 && s.hp > s.span() && s.wp > s.span(), "a window inside the input: {s:?}");
-    assert_eq!(x.len(), s.b * s.cin * s.hp * s.wp, "input of {s:?}");
-    assert!(weight.is_empty() || weight.len() == s.cout * s.cin * s.kk(), "weight of {s:?}");
-}
-
-fn check_grad(grad: &[f32], weight: &[f32], s: &Taps) {
-    let (h, w) = s.out();
-    assert_eq!(grad.len(), s.b * s.cout * h * w, "output gradient of {s:?}");
-    assert!(weight.is_empty() || weight.len() == s.cout * s.cin * s.kk(), "weight of {s:?}");
 }
 
 /// A strided matrix view: element `(i, j)` is `data[offset + i·rs + j·cs]`.
@@ -217,6 +221,7 @@ pub(crate) fn gemm_into(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::scratch::tests::poison;
 
     /// The three passes by direct loops in float64 (also [`crate::winograd`]'s reference).
     pub(crate) fn reference(x: &[f32], w: &[f32], g: &[f32], s: &Taps) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
@@ -282,6 +287,29 @@ pub(crate) mod tests {
             let ry = ry.iter().enumerate().map(|(i, v)| v + f64::from(bias[i / (h * w) % s.cout])).collect();
             Case { x, wt, g, bias, ry, rdx, rdw }
         }
+    }
+
+    /// A pass of one module: forward `(x, weight, bias)`, data gradient `(grad, weight)`, weight
+    /// gradient `(x, grad)`.
+    pub(crate) struct Passes {
+        pub(crate) forward: Forward,
+        pub(crate) data_gradient: Gradient,
+        pub(crate) weight_gradient: Gradient,
+    }
+
+    type Forward = fn(&[f32], &[f32], &[f32], &Taps) -> Vec<f32>;
+    type Gradient = fn(&[f32], &[f32], &Taps) -> Vec<f32>;
+
+    /// Each of the three `passes` on `s` against [`reference`], every one after filling this
+    /// thread's scratch pool with `scratch` NaNs: a buffer left partly unwritten fails.
+    pub(crate) fn check_passes(s: &Taps, scratch: usize, passes: &Passes) {
+        let Case { x, wt, g, bias, ry, rdx, rdw } = Case::new(s);
+        poison(scratch);
+        close(&(passes.forward)(&x, &wt, &bias, s), &ry, &format!("{s:?} output"));
+        poison(scratch);
+        close(&(passes.data_gradient)(&g, &wt, s), &rdx, &format!("{s:?} data gradient"));
+        poison(scratch);
+        close(&(passes.weight_gradient)(&x, &g, s), &rdw, &format!("{s:?} weight gradient"));
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub(crate) fn pays_data_gradient(s: &Taps) -> bool {
 
 /// `y[b, co] = bias[co] + Σ_{ci, tap} w[co, ci, tap] · x[b, ci, window of tap]`, `(b, cout, h, w)`.
 pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<f32> {
-    check(s, Some(x), Some(weight), None);
+    s.check(Some(x), Some(weight), None);
     assert_eq!(bias.len(), s.cout, "one bias per output channel");
     let (h, w) = s.out();
     let kdim = s.cin * s.kk();
@@ -71,7 +71,7 @@ pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<
 
 /// `dx[b, ci, window of tap] += Σ_co w[co, ci, tap] · g[b, co]` over the taps, `(b, cin, hp, wp)`.
 pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> {
-    check(s, None, Some(weight), Some(grad));
+    s.check(None, Some(weight), Some(grad));
     let (h, w) = s.out();
     let kdim = s.cout * s.kk();
     // The weight as (cin, cout·k²): element (ci, co·k² + t) is w[co, ci, t].
@@ -89,7 +89,7 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
 
 /// `dw[co, ci, tap] = Σ_b Σ g[b, co] · x[b, ci, window of tap]`, `(cout, cin, k, k)`.
 pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
-    check(s, Some(x), None, Some(grad));
+    s.check(Some(x), None, Some(grad));
     let (h, w) = s.out();
     let kdim = s.cin * s.kk();
     let (plane_in, plane_out, size) = (s.cin * s.hp * s.wp, s.cout * h * w, s.cout * kdim);
@@ -216,20 +216,12 @@ fn gather_gradient(gb: &[f32], s: &Taps, rows: Range<usize>, cols: &mut [f32]) {
     }
 }
 
-fn check(s: &Taps, x: Option<&[f32]>, weight: Option<&[f32]>, grad: Option<&[f32]>) {
-    let span = s.k.saturating_sub(1) * s.d;
-    assert!(s.k >= 1 && s.d >= 1 && s.hp > span && s.wp > span, "a window inside the input: {s:?}");
-    let (h, w) = s.out();
-    assert!(x.is_none_or(|x| x.len() == s.b * s.cin * s.hp * s.wp), "input of {s:?}");
-    assert!(weight.is_none_or(|v| v.len() == s.cout * s.cin * s.kk()), "weight of {s:?}");
-    assert!(grad.is_none_or(|g| g.len() == s.b * s.cout * h * w), "output gradient of {s:?}");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scratch::tests::poison;
-    use crate::taps::tests::{Case, close};
+    use crate::taps::tests::{Case, Passes, check_passes};
+
+    const PASSES: Passes = Passes { forward, data_gradient, weight_gradient };
 
     #[test]
     fn the_three_passes_match_float64_loops() {
@@ -243,16 +235,9 @@ mod tests {
             Taps { b: 3, cin: 4, cout: 6, k: 5, d: 2, hp: 21, wp: 19 },
             Taps { b: 1, cin: 300, cout: 3, k: 3, d: 1, hp: 8, wp: 40 },
         ] {
-            let Case { x, wt, g, bias, ry, rdx, rdw } = Case::new(&s);
             // Gathered blocks come from scratch buffers full of NaN: any value left unwritten
             // fails the comparison.
-            let poisoned = || poison(s.cin.max(s.cout) * s.kk() * s.hp * s.wp);
-            poisoned();
-            close(&forward(&x, &wt, &bias, &s), &ry, &format!("{s:?} output"));
-            poisoned();
-            close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
-            poisoned();
-            close(&weight_gradient(&x, &g, &s), &rdw, &format!("{s:?} weight gradient"));
+            check_passes(&s, s.cin.max(s.cout) * s.kk() * s.hp * s.wp, &PASSES);
         }
     }
 

@@ -107,19 +107,10 @@ pub(crate) fn weight_gradient(x: &[f32], grad: &[f32], s: &Taps) -> Vec<f32> {
     dw
 }
 
-/// The shapes of `s` and of the slices a pass takes (the input, the weight, the output gradient).
+/// [`Taps::check`] for a 3×3 kernel.
 fn check(s: &Taps, x: Option<&[f32]>, weight: Option<&[f32]>, grad: Option<&[f32]>) {
-    assert!(s.k == 3 && s.d >= 1 && s.hp > 2 * s.d && s.wp > 2 * s.d, "a 3×3 window inside the input: {s:?}");
-    let (h, w) = s.out();
-    for (slice, len, what) in [
-        (x, s.b * s.cin * s.hp * s.wp, "input"),
-        (weight, s.cout * s.cin * 9, "weight"),
-        (grad, s.b * s.cout * h * w, "output gradient"),
-    ] {
-        if let Some(slice) = slice {
-            assert_eq!(slice.len(), len, "{what} of {s:?}");
-        }
-    }
+    assert_eq!(s.k, 3, "a 3×3 kernel: {s:?}");
+    s.check(x, weight, grad);
 }
 
 /// `U = G·k·Gᵀ` for every `(row, col)` kernel `k[a][b] = weight[at(row, col, a, b)]`, laid out
@@ -396,8 +387,9 @@ fn correlate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scratch::tests::poison;
-    use crate::taps::tests::{Case, close};
+    use crate::taps::tests::{Passes, check_passes};
+
+    const PASSES: Passes = Passes { forward, data_gradient, weight_gradient };
 
     #[test]
     fn the_three_passes_match_float64_loops() {
@@ -409,16 +401,9 @@ mod tests {
             Taps { b: 1, cin: 6, cout: 4, k: 3, d: 3, hp: 17, wp: 20 },
             Taps { b: 1, cin: 3, cout: 2, k: 3, d: 1, hp: 3, wp: 7 },
         ] {
-            let Case { x, wt, g, bias, ry, rdx, rdw } = Case::new(&s);
             // Each pass takes scratch buffers full of NaN: a transform or product that leaves
             // any element unwritten fails the comparison.
-            let poisoned = || poison(s.b * 16 * s.cin.max(s.cout) * s.hp * s.wp);
-            poisoned();
-            close(&forward(&x, &wt, &bias, &s), &ry, &format!("{s:?} output"));
-            poisoned();
-            close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
-            poisoned();
-            close(&weight_gradient(&x, &g, &s), &rdw, &format!("{s:?} weight gradient"));
+            check_passes(&s, s.b * 16 * s.cin.max(s.cout) * s.hp * s.wp, &PASSES);
         }
     }
 
