@@ -18,7 +18,7 @@ use burn::tensor::ops::AvgPoolOptions;
 pub use crate::conv::{ConvPlan, conv, conv_with, tap_gemms};
 pub use crate::erf::{erf, gelu_capped, gelu_capped_grad};
 pub use crate::gelu::{capped_gelu, capped_gelu_ops};
-pub use crate::norm::{instance_norm, instance_norm_gelu, instance_norm_ops};
+pub use crate::norm::{batch_norm_ops, batch_norm_stats, instance_norm, instance_norm_gelu, instance_norm_ops};
 pub use crate::pad::{pad_lonlat, pad_lonlat_ops, wrap_longitude};
 use burn::tensor::{Bool, Device, FloatDType, Tensor};
 use serde::{Deserialize, Serialize};
@@ -237,19 +237,20 @@ impl Norm {
 
 /// Batch norm in training mode as PyTorch computes it: normalize with the batch's biased
 /// variance, but update the running variance with the unbiased one (`var · n / (n − 1)`, `n`
-/// values per channel); Burn's own `BatchNorm` stores the biased variance.
+/// values per channel); Burn's own `BatchNorm` stores the biased variance. The statistics are
+/// [`batch_norm_stats`]'s.
 pub fn batch_norm_train(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
     let [b, _, h, w] = x.dims();
     let n = (b * h * w) as f64;
-    let result = burn::tensor::module::batch_norm_train(x, bn.gamma.val(), bn.beta.val(), bn.epsilon);
-    let device = result.output.device();
+    let (output, batch_mean, batch_var) = batch_norm_stats(x, bn.gamma.val(), bn.beta.val(), bn.epsilon);
+    let device = output.device();
     let m = bn.momentum;
-    let unbiased = if n > 1.0 { result.variance.detach() * (n / (n - 1.0)) } else { result.variance.detach() };
-    let mean = bn.running_mean.value_sync().to_device(&device) * (1.0 - m) + result.mean.detach() * m;
+    let unbiased = if n > 1.0 { batch_var.detach() * (n / (n - 1.0)) } else { batch_var.detach() };
+    let mean = bn.running_mean.value_sync().to_device(&device) * (1.0 - m) + batch_mean.detach() * m;
     let var = bn.running_var.value_sync().to_device(&device) * (1.0 - m) + unbiased * m;
     bn.running_mean.update(mean.detach());
     bn.running_var.update(var.detach());
-    result.output
+    output
 }
 
 /// `conv` on `x`, or with `bf16` in bfloat16: input, weight and bias cast down as PyTorch's

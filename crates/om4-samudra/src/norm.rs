@@ -21,6 +21,12 @@
 //! more than two short ones; the fused operation sums in float64, the tensor form row by row
 //! and then over the rows. Both stay within 4 float32 ulps of 1 of a float64 computation
 //! (`tests/model.rs`), the variance always about the mean, never `E[x²] − E[x]²`.
+//!
+//! Batch norm's training statistics ([`batch_norm_stats`]) are Burn's operation on flex and, on
+//! every other backend, tensor operations that reduce rows no longer than a grid's width or
+//! height: Burn's own reduces each channel's `B·H·W` values as one row, and on cubecl devices
+//! where long rows come out short (lavapipe, docs/gpu.md: rows past about 65 533 values) that
+//! gives v1 and v2 at 1° with batch 2+ wrong batch statistics and gradients.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
@@ -49,6 +55,42 @@ pub fn instance_norm_ops(x: Tensor<4>, epsilon: f64) -> Tensor<4> {
     let centered = x - mean;
     let var = centered.clone().powi_scalar(2).mean_dim(3).mean_dim(2);
     centered / (var + epsilon).sqrt()
+}
+
+/// Batch norm of `x` `(B, C, H, W)` in training mode: `(output, mean, variance)`, the output
+/// `γ · (x − mean) / sqrt(var + ε) + β` with each channel's batch mean and biased variance, as
+/// Burn's [`batch_norm_train`](burn::tensor::module::batch_norm_train) computes them. On flex
+/// that operation itself; elsewhere [`batch_norm_ops`].
+pub fn batch_norm_stats(
+    x: Tensor<4>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    epsilon: f64,
+) -> (Tensor<4>, Tensor<1>, Tensor<1>) {
+    if x.device().inner() == burn::tensor::Device::flex() {
+        let r = burn::tensor::module::batch_norm_train(x, gamma, beta, epsilon);
+        (r.output, r.mean, r.variance)
+    } else {
+        batch_norm_ops(x, gamma, beta, epsilon)
+    }
+}
+
+/// [`batch_norm_stats`] as tensor operations whose every reduction is along a row of at most
+/// `max(B, H, W)` values (and, backward, `H·W`): the statistics by means along W, then H, then
+/// the batch (every row of a step the same length, so it is the mean of all `B·H·W` values).
+pub fn batch_norm_ops(
+    x: Tensor<4>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    epsilon: f64,
+) -> (Tensor<4>, Tensor<1>, Tensor<1>) {
+    let c = x.dims()[1];
+    let mean = x.clone().mean_dim(3).mean_dim(2).mean_dim(0);
+    let centered = x - mean.clone();
+    let var = centered.clone().powi_scalar(2).mean_dim(3).mean_dim(2).mean_dim(0);
+    let scale = gamma.reshape([1, c, 1, 1]) / (var.clone() + epsilon).sqrt();
+    let output = centered * scale + beta.reshape([1, c, 1, 1]);
+    (output, mean.reshape([c]), var.reshape([c]))
 }
 
 /// `capped_gelu(instance_norm(x, epsilon))`: on flex (float32) one operation, forward and

@@ -220,3 +220,70 @@ fn upsampling_matches_burns_interpolate_forward_and_backward() {
         assert!((a - e).abs() <= 1e-5 * e.abs().max(1.0), "{a} vs {e}");
     }
 }
+
+/// Batch norm's short-row statistics (what cubecl devices run) against Burn's operation (what flex
+/// runs), both on flex under autodiff, on `2 × 3 × 180 × 360` values (each channel's 129 600 values
+/// one row in Burn's operation): output, mean, variance and the input's gradient within 1e-5 of the
+/// largest value; the gradients of γ and β, sums of 129 600 terms that cancel to a few units, each
+/// within 1e-6 of the sum of their magnitudes of a float64 reference (as Burn's are).
+#[test]
+fn batch_norm_in_short_rows_matches_burns_forward_and_backward() {
+    use om4_samudra::model::batch_norm_ops;
+    let device = Device::flex().autodiff();
+    let (b, c, h, w) = (2, 3, 180, 360);
+    let (n, plane) = (b * c * h * w, h * w);
+    let x: Vec<f32> = (0..n).map(|i| ((i * 31) % 97) as f32 / 13.0 - 3.0 + (i / plane) as f32).collect();
+    let g: Vec<f32> = (0..n).map(|i| ((i * 17) % 29) as f32 / 11.0 - 1.0).collect();
+    let (gamma, beta) = (vec![0.5f32, 1.5, -2.0], vec![0.1f32, -0.2, 0.3]);
+    let run = |ours: bool| {
+        let x = Tensor::<4>::from_data(TensorData::new(x.clone(), [b, c, h, w]), &device).require_grad();
+        let gamma = Tensor::<1>::from_data(TensorData::new(gamma.clone(), [c]), &device).require_grad();
+        let beta = Tensor::<1>::from_data(TensorData::new(beta.clone(), [c]), &device).require_grad();
+        let (y, mean, var) = if ours {
+            batch_norm_ops(x.clone(), gamma.clone(), beta.clone(), 1e-5)
+        } else {
+            let r = burn::tensor::module::batch_norm_train(x.clone(), gamma.clone(), beta.clone(), 1e-5);
+            (r.output, r.mean, r.variance)
+        };
+        let weights = Tensor::<4>::from_data(TensorData::new(g.clone(), [b, c, h, w]), &device);
+        let grads = (y.clone() * weights).sum().backward();
+        let read1 = |t: Tensor<1>| t.into_data().to_vec::<f32>().unwrap();
+        [
+            values(y.inner()),
+            read1(mean.inner()),
+            read1(var.inner()),
+            values(x.grad(&grads).expect("x takes part")),
+            read1(gamma.grad(&grads).expect("γ takes part")),
+            read1(beta.grad(&grads).expect("β takes part")),
+        ]
+    };
+    let (ours, burns) = (run(true), run(false));
+    for (name, (a, e)) in ["output", "mean", "variance", "dx"].iter().zip(ours.iter().zip(&burns)) {
+        assert_eq!(a.len(), e.len(), "{name}");
+        let scale = e.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+        let worst = a.iter().zip(e).fold(0f32, |m, (a, e)| m.max((a - e).abs()));
+        assert!(worst <= 1e-5 * scale, "{name}: max |ours − Burn's| = {worst:e} against max {scale:e}");
+    }
+    // float64: dγ_c = Σ g·x̂ and dβ_c = Σ g over the channel's values, with Σ|·| of their terms.
+    for ch in 0..c {
+        let at = |k: usize| (k / plane) * c * plane + ch * plane + k % plane;
+        let xs: Vec<f64> = (0..b * plane).map(|k| f64::from(x[at(k)])).collect();
+        let gs: Vec<f64> = (0..b * plane).map(|k| f64::from(g[at(k)])).collect();
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let inv = 1.0 / (xs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / xs.len() as f64 + 1e-5).sqrt();
+        let terms: Vec<f64> = xs.iter().zip(&gs).map(|(x, g)| g * (x - mean) * inv).collect();
+        for (name, k, reference, magnitude) in [
+            ("dγ", 4, terms.iter().sum::<f64>(), terms.iter().map(|t| t.abs()).sum::<f64>()),
+            ("dβ", 5, gs.iter().sum::<f64>(), gs.iter().map(|t| t.abs()).sum::<f64>()),
+        ] {
+            for (who, got) in [("ours", &ours), ("Burn's", &burns)] {
+                let err = (f64::from(got[k][ch]) - reference).abs();
+                assert!(
+                    err <= 1e-6 * magnitude,
+                    "{name}[{ch}] {who}: {} against {reference} (Σ|terms| {magnitude})",
+                    got[k][ch]
+                );
+            }
+        }
+    }
+}

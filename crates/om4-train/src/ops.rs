@@ -12,7 +12,7 @@ use burn::tensor::module::avg_pool2d;
 use burn::tensor::ops::AvgPoolOptions;
 use burn::tensor::{Device, Tensor, TensorData};
 use om4_burn::{ModelBatch, StepTensors};
-use om4_samudra::model::{capped_gelu, conv, instance_norm, pad_lonlat, upsample};
+use om4_samudra::model::{batch_norm_stats, capped_gelu, conv, instance_norm, pad_lonlat, upsample};
 use om4_samudra::{LossTargets, NormKind, SamudraConfig, UpsampleKind, gradients, optimizer};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -117,6 +117,16 @@ pub(crate) fn main(args: &OpsArgs) -> Res<bool> {
             &["x", "weight", "bias"],
         ),
         ("instance norm", vec![x4], Box::new(|t| instance_norm(t[0].clone(), 1e-5)), &["x"]),
+        // v1's and v2's norm at 1° with batch 2: 129 600 values a channel, past the row length
+        // where some devices' long reductions come out short (docs/gpu.md).
+        (
+            "batch norm, training, 2 × 8 × 180 × 360",
+            vec![[2, c, 180, 360], [1, 1, 1, c], [1, 1, 1, c]],
+            Box::new(move |t| {
+                batch_norm_stats(t[0].clone(), t[1].clone().reshape([c]), t[2].clone().reshape([c]), 1e-5).0
+            }),
+            &["x", "γ", "β"],
+        ),
         ("capped GELU (×6 to cross the cap)", vec![x4], Box::new(|t| capped_gelu(t[0].clone() * 6.0)), &["x"]),
         ("longitude padding p2", vec![x4], Box::new(|t| pad_lonlat(t[0].clone(), 2)), &["x"]),
         // Deep levels of small grids: padding wider than the grid wraps around again (by index).
