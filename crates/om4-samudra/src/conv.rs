@@ -1,4 +1,5 @@
-//! Samudra's unpadded, stride-1 convolutions, each pass on the CPU as large GEMMs.
+//! Samudra's unpadded, stride-1 convolutions, each pass on the CPU by the method that measures
+//! fastest on its shape.
 //!
 //! Burn's CPU backend (flex) computes a k×k convolution by im2col (an NHWC copy of the input,
 //! then a k²-times larger matrix) and a GEMM, its data gradient as a transposed convolution, and
@@ -7,12 +8,14 @@
 //! alone was about 60 % of the tiny network's training step at 2°, docs/benchmarks.md). Here:
 //! - a 1×1 convolution is a matrix product, `W · X` per sample, on every backend, so autodiff
 //!   derives both of its gradients as matrix products;
-//! - a k×k convolution on flex (float32, with or without autodiff) runs its three passes as
-//!   GEMMs of its own, chosen per shape ([`Plan`]): a 3×3 one with enough channels on a large
-//!   enough grid by Winograd's F(2×2, 3×3), 16 GEMMs over transformed tiles with 2.25 times fewer
-//!   multiply-adds ([`crate::winograd`]); any other's forward, and its gradients where it has few
-//!   channels, as im2col in cache-sized tiles, one GEMM per tile ([`crate::tiles`]); the
-//!   remaining gradients as one GEMM per kernel tap on views of the planes ([`crate::taps`]);
+//! - a k×k convolution on flex (float32, with or without autodiff) runs its three passes by om4's
+//!   own kernels, chosen per shape ([`Plan`]): a 3×3 one with enough channels on a large enough
+//!   grid by Winograd's F(2×2, 3×3), 16 GEMMs over transformed tiles with 2.25 times fewer
+//!   multiply-adds ([`crate::winograd`]); otherwise, with few channels, the forward and the data
+//!   gradient as a direct correlation in SIMD registers ([`crate::direct`]); the remaining
+//!   forwards, and the weight gradients where a side has few channels, as im2col in cache-sized
+//!   tiles, one GEMM per tile ([`crate::tiles`]); the remaining gradients as one GEMM per kernel
+//!   tap on views of the planes ([`crate::taps`]);
 //! - anywhere else (a GPU) Burn's `conv2d`.
 //!
 //! The fast paths compute the same sums as Burn's in another order, so they agree with it to
@@ -30,7 +33,7 @@ use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Shape, Tensor};
 
 use crate::taps::{self, Taps};
-use crate::{tiles, winograd};
+use crate::{direct, tiles, winograd};
 
 /// `conv2d(x, weight, bias)` with stride 1, no padding and dilation `dilation`: `x` is
 /// `(B, C_in, H, W)`, `weight` `(C_out, C_in, k, k)`, the result `(B, C_out, H − d(k−1), W − d(k−1))`.
@@ -75,6 +78,8 @@ pub enum ConvPlan {
     Tiles,
     /// The forward in tiles, both gradients as one GEMM per kernel tap.
     Taps,
+    /// The forward and the data gradient as a direct correlation, the weight gradient as `Auto`.
+    Direct,
 }
 
 impl std::str::FromStr for ConvPlan {
@@ -86,7 +91,8 @@ impl std::str::FromStr for ConvPlan {
             "winograd" => Ok(ConvPlan::Winograd),
             "tiles" => Ok(ConvPlan::Tiles),
             "taps" => Ok(ConvPlan::Taps),
-            other => Err(format!("no convolution plan {other:?}: auto, winograd, tiles or taps")),
+            "direct" => Ok(ConvPlan::Direct),
+            other => Err(format!("no convolution plan {other:?}: auto, winograd, tiles, taps or direct")),
         }
     }
 }
@@ -159,21 +165,41 @@ fn taps(x: &FlexTensor, weight: &FlexTensor, d: usize) -> Taps {
 enum Plan {
     /// Winograd's F(2×2, 3×3), all three passes: 3×3 kernels with many channels on large grids.
     Winograd,
-    /// The forward as im2col in cache-sized tiles; each gradient too where `tiles` is true for it
-    /// (few channels), else as one GEMM per kernel tap.
-    Gemms { data_tiles: bool, weight_tiles: bool },
+    /// Each pass its own way.
+    Split { forward: Way, data: Way, weight: Way },
+}
+
+/// How one pass runs outside Winograd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// A direct correlation in registers ([`crate::direct`]; the forward and the data gradient).
+    Direct,
+    /// im2col in cache-sized tiles ([`crate::tiles`]).
+    Tiles,
+    /// One GEMM per kernel tap ([`crate::taps`]; the gradients).
+    Taps,
 }
 
 impl Plan {
     fn of(s: &Taps, plan: ConvPlan) -> Plan {
+        let weight = if tiles::pays(s) { Way::Tiles } else { Way::Taps };
         match plan {
             ConvPlan::Winograd if s.k == 3 => Plan::Winograd,
-            ConvPlan::Tiles => Plan::Gemms { data_tiles: true, weight_tiles: true },
-            ConvPlan::Taps => Plan::Gemms { data_tiles: false, weight_tiles: false },
+            ConvPlan::Tiles => Plan::Split { forward: Way::Tiles, data: Way::Tiles, weight: Way::Tiles },
+            ConvPlan::Taps => Plan::Split { forward: Way::Tiles, data: Way::Taps, weight: Way::Taps },
+            ConvPlan::Direct => Plan::Split { forward: Way::Direct, data: Way::Direct, weight },
             ConvPlan::Auto | ConvPlan::Winograd if winograd::pays(s) => Plan::Winograd,
-            ConvPlan::Auto | ConvPlan::Winograd => {
-                Plan::Gemms { data_tiles: tiles::pays_data_gradient(s), weight_tiles: tiles::pays(s) }
-            }
+            ConvPlan::Auto | ConvPlan::Winograd => Plan::Split {
+                forward: if direct::pays(s) { Way::Direct } else { Way::Tiles },
+                data: if direct::pays_data_gradient(s) {
+                    Way::Direct
+                } else if tiles::pays_data_gradient(s) {
+                    Way::Tiles
+                } else {
+                    Way::Taps
+                },
+                weight,
+            },
         }
     }
 }
@@ -183,7 +209,8 @@ fn forward(x: &FlexTensor, weight: &FlexTensor, bias: &FlexTensor, s: &Taps, pla
     let (x, weight, bias) = (f32s(x), f32s(weight), f32s(bias));
     let y = match plan {
         Plan::Winograd => winograd::forward(&x, &weight, &bias, s),
-        Plan::Gemms { .. } => tiles::forward(&x, &weight, &bias, s),
+        Plan::Split { forward: Way::Direct, .. } => direct::forward(&x, &weight, &bias, s),
+        Plan::Split { .. } => tiles::forward(&x, &weight, &bias, s),
     };
     tensor(y, [s.b, s.cout, h, w])
 }
@@ -223,8 +250,8 @@ impl Backward<Flex, 3> for TapConv {
             let x = f32s(&x);
             let dw = match plan {
                 Plan::Winograd => winograd::weight_gradient(&x, &g, &s),
-                Plan::Gemms { weight_tiles: true, .. } => tiles::weight_gradient(&x, &g, &s),
-                Plan::Gemms { .. } => taps::weight_gradient(&x, &g, &s),
+                Plan::Split { weight: Way::Tiles, .. } => tiles::weight_gradient(&x, &g, &s),
+                Plan::Split { .. } => taps::weight_gradient(&x, &g, &s),
             };
             grads.register::<Flex>(node.id, tensor(dw, [s.cout, s.cin, s.k, s.k]));
         }
@@ -232,8 +259,9 @@ impl Backward<Flex, 3> for TapConv {
             let weight = f32s(&weight);
             let dx = match plan {
                 Plan::Winograd => winograd::data_gradient(&g, &weight, &s),
-                Plan::Gemms { data_tiles: true, .. } => tiles::data_gradient(&g, &weight, &s),
-                Plan::Gemms { .. } => taps::data_gradient(&g, &weight, &s),
+                Plan::Split { data: Way::Direct, .. } => direct::data_gradient(&g, &weight, &s),
+                Plan::Split { data: Way::Tiles, .. } => tiles::data_gradient(&g, &weight, &s),
+                Plan::Split { .. } => taps::data_gradient(&g, &weight, &s),
             };
             grads.register::<Flex>(node.id, tensor(dx, [s.b, s.cin, s.hp, s.wp]));
         }

@@ -37,6 +37,7 @@ mod checkpoint;
 mod config;
 mod conv;
 mod data_record;
+mod direct;
 mod ema;
 mod erf;
 mod error;

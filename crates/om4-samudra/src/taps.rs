@@ -1,7 +1,8 @@
 //! The gradients of Samudra's k×k convolutions (stride 1, unpadded, dilation d) on the CPU as k²
-//! GEMMs over views of the NCHW planes, one per kernel tap, for the shapes that neither
-//! [`crate::winograd`] nor [`crate::tiles`] takes: many channels on a small grid (and, for the
-//! data gradient, a grid small against the kernel's span); and the GEMM call every path shares.
+//! GEMMs over views of the NCHW planes, one per kernel tap, for the shapes that none of
+//! [`crate::winograd`], [`crate::direct`] and [`crate::tiles`] takes: many channels on a small
+//! grid (and, for the data gradient, a grid small against the kernel's span); and the GEMM call
+//! every GEMM path shares.
 //!
 //! The trick that makes every tap one GEMM on a plain strided view: the output is taken at the
 //! input's width `W_in` ("wide"), so that a tap's window of an input channel, flattened, is one

@@ -1,7 +1,8 @@
 //! Samudra's k×k convolutions (stride 1, unpadded, dilation d) on the CPU as im2col in tiles:
-//! every forward that Winograd does not take, and the gradients of layers with few channels,
-//! where the per-tap GEMMs of [`crate::taps`] are thin and every tap passes over the whole output
-//! again.
+//! the forwards that neither Winograd nor [`crate::direct`] takes, and the weight gradients of
+//! layers with few channels, where the per-tap GEMMs of [`crate::taps`] are thin and every tap
+//! passes over the whole output again. (The data gradient here is what `ConvPlan::Tiles` forces;
+//! the direct correlation took it over where it paid.)
 //!
 //! The output positions of one sample are cut into tiles of whole rows. Per tile, the `K` rows of
 //! an im2col matrix (`K = C_in·k²` for the forward and the weight gradient: channel `ci`'s values

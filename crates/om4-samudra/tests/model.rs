@@ -247,7 +247,7 @@ fn batch_norm_in_short_rows_matches_burns_forward_and_backward() {
         };
         let weights = Tensor::<4>::from_data(TensorData::new(g.clone(), [b, c, h, w]), &device);
         let grads = (y.clone() * weights).sum().backward();
-        let read1 = |t: Tensor<1>| t.into_data().to_vec::<f32>().unwrap();
+        let read1 = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
         [
             values(y.inner()),
             read1(mean.inner()),

@@ -53,7 +53,7 @@ pub(crate) struct StepArgs {
     #[arg(long, conflicts_with = "serve")]
     pub(crate) profile: bool,
     /// With --profile, how the k×k convolutions of the per-operation table run on the CPU: auto
-    /// (per shape, as training runs them), winograd, tiles or taps (forced on every shape, to
+    /// (per shape, as training runs them), winograd, tiles, taps or direct (forced on every shape, to
     /// compare the methods; the step phases always run as training does).
     #[arg(long, default_value = "auto", requires = "profile")]
     pub(crate) conv_plan: om4_samudra::model::ConvPlan,
