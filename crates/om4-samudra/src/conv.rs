@@ -56,7 +56,7 @@ pub fn conv_with(
     }
     let options = ConvOptions::new([1, 1], [0, 0], [dilation, dilation], 1);
     match bias {
-        Some(bias) => match tap_conv(&x, &weight, &bias, dilation, plan) {
+        Some(bias) => match on_flex(&x, &weight, &bias, dilation, plan) {
             Some(y) => y,
             None => conv2d(x, weight, Some(bias), options),
         },
@@ -97,13 +97,13 @@ impl std::str::FromStr for ConvPlan {
     }
 }
 
-/// Whether [`conv`] runs a k×k convolution (and, under autodiff, its gradients) by om4's own GEMMs
+/// Whether [`conv`] runs a k×k convolution (and, under autodiff, its gradients) by om4's own kernels
 /// for tensors on `device`.
-pub fn tap_gemms(device: &burn::tensor::Device) -> bool {
+pub fn own_kernels(device: &burn::tensor::Device) -> bool {
     let x = Tensor::<4>::zeros([1, 1, 3, 3], device);
     let w = Tensor::<4>::zeros([1, 1, 3, 3], device);
     let b = Tensor::<1>::zeros([1], device);
-    tap_conv(&x, &w, &b, 1, ConvPlan::Auto).is_some()
+    on_flex(&x, &w, &b, 1, ConvPlan::Auto).is_some()
 }
 
 /// A 1×1 convolution as `W · X` per sample: `(1, C_out, C_in) × (B, C_in, H·W)`.
@@ -120,9 +120,9 @@ fn pointwise(x: Tensor<4>, weight: Tensor<3>, bias: Option<Tensor<1>>) -> Tensor
 
 type Ad = Autodiff<Flex, NoCheckpointing>;
 
-/// The k×k convolution by om4's GEMMs when all three tensors are float32 flex tensors (an
+/// The k×k convolution by om4's kernels when all three tensors are float32 flex tensors (an
 /// autodiff operation of its own under autodiff); `None` otherwise.
-fn tap_conv(x: &Tensor<4>, weight: &Tensor<4>, bias: &Tensor<1>, dilation: usize, plan: ConvPlan) -> Option<Tensor<4>> {
+fn on_flex(x: &Tensor<4>, weight: &Tensor<4>, bias: &Tensor<1>, dilation: usize, plan: ConvPlan) -> Option<Tensor<4>> {
     if [x.dtype(), weight.dtype(), bias.dtype()].iter().any(|&t| t != burn::tensor::DType::F32) {
         return None;
     }
@@ -132,7 +132,7 @@ fn tap_conv(x: &Tensor<4>, weight: &Tensor<4>, bias: &Tensor<1>, dilation: usize
         bias.clone().try_into_primitive::<Ad>(),
     ) {
         let prepared =
-            TapConv.prepare::<NoCheckpointing>([x.node(), weight.node(), bias.node()]).compute_bound().stateful();
+            FlexConv.prepare::<NoCheckpointing>([x.node(), weight.node(), bias.node()]).compute_bound().stateful();
         let (x, weight, bias) = (x.into_primitive(), weight.into_primitive(), bias.into_primitive());
         let s = taps(&x, &weight, dilation);
         let plan = Plan::of(&s, plan);
@@ -229,11 +229,11 @@ fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexTensor {
     FlexTensor::from_data(burn::tensor::TensorData::new(values, shape))
 }
 
-/// The backward of [`tap_conv`]: its gradients by the same [`Plan`] as its forward.
+/// The backward of [`on_flex`]: its gradients by the same [`Plan`] as its forward.
 #[derive(Debug)]
-struct TapConv;
+struct FlexConv;
 
-impl Backward<Flex, 3> for TapConv {
+impl Backward<Flex, 3> for FlexConv {
     /// The input, the weight, the shapes and the plan of the forward.
     type State = (FlexTensor, FlexTensor, Taps, Plan);
 

@@ -15,7 +15,7 @@ use burn::nn::{BatchNorm, BatchNormConfig, InstanceNorm, InstanceNormConfig, Pad
 use burn::tensor::module::avg_pool2d;
 use burn::tensor::ops::AvgPoolOptions;
 
-pub use crate::conv::{ConvPlan, conv, conv_with, tap_gemms};
+pub use crate::conv::{ConvPlan, conv, conv_with, own_kernels};
 pub use crate::erf::{erf, gelu_capped, gelu_capped_grad};
 pub use crate::gelu::{capped_gelu, capped_gelu_ops};
 pub use crate::norm::{batch_norm_ops, batch_norm_stats, instance_norm, instance_norm_gelu, instance_norm_ops};
