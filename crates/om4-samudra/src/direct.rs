@@ -17,8 +17,8 @@
 //! the padding's zero rows (on the coarse, 8-dilated grids most of them).
 //!
 //! Vectors are [`pulp`]'s (AVX-512 or AVX2 with FMA, detected at run time, else scalars, every
-//! width the same sums bit for bit): safe code, no `unsafe` here. Samples and runs of positions run in parallel on rayon's pool; each
-//! result depends on the shapes alone, not on the threads.
+//! width the same sums bit for bit): safe code, no `unsafe` here. Samples and runs of output rows
+//! run in parallel on rayon's pool; each result depends on the shapes alone, not on the threads.
 
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;

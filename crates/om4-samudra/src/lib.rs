@@ -11,12 +11,15 @@
 //!   checks). Its step's parts are public ([`LossTargets`], [`gradients`], [`optimizer`]) for
 //!   benchmarks and custom loops.
 //! - On Burn's CPU backend the network's hot spots run on om4's own paths: 1×1 convolutions as
-//!   matrix products, every pass of a k×k convolution as GEMMs over the taps or, for the large
-//!   3×3 ones, by Winograd's F(2×2, 3×3) ([`model::conv`]), the capped GELU as one parallel,
-//!   vectorized pass ([`model::capped_gelu`]), instance norm as one operation, with the GELU
-//!   in the same passes where a block applies both ([`model::instance_norm`],
-//!   [`model::instance_norm_gelu`]), longitude padding as one copy ([`model::pad_lonlat`]);
-//!   elsewhere Burn's operations.
+//!   matrix products, every pass of a k×k convolution by the method fastest on its shape (the
+//!   large 3×3 ones by Winograd's F(2×2, 3×3), the small ones as a direct correlation in SIMD
+//!   registers or im2col tiles, the rest as GEMMs over the taps: [`model::conv`]), the capped
+//!   GELU as one parallel, vectorized pass ([`model::capped_gelu`]), instance norm as one
+//!   operation, with the GELU in the same passes where a block applies both
+//!   ([`model::instance_norm`], [`model::instance_norm_gelu`]), longitude padding as one copy
+//!   ([`model::pad_lonlat`]). On other backends Burn's operations, with batch norm's training
+//!   statistics reduced in short rows ([`model::batch_norm_stats`]: some GPU reductions drop
+//!   values along long rows).
 //! - [`DataParallel`]: a trainer as one rank of a distributed run over any
 //!   `om4_mpi::Collective` (ranks as threads, or MPI with om4-mpi's `mpi`): upstream's DDP schedule slice per rank and
 //!   gradients averaged in [`BUCKET_FLOATS`]-float buckets, or one process emulating such a run.
