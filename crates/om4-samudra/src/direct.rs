@@ -20,6 +20,8 @@
 //! width the same sums bit for bit): safe code, no `unsafe` here. Samples and runs of output rows
 //! run in parallel on rayon's pool; each result depends on the shapes alone, not on the threads.
 
+use std::ops::Range;
+
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
@@ -51,9 +53,7 @@ pub(crate) fn pays_data_gradient(s: &Taps) -> bool {
 pub(crate) fn forward(x: &[f32], weight: &[f32], bias: &[f32], s: &Taps) -> Vec<f32> {
     s.check(Some(x), Some(weight), None);
     assert_eq!(bias.len(), s.cout, "one bias per output channel");
-    let (h, w) = s.out();
-    let src = Source { values: x, channels: s.cin, height: s.hp, width: s.wp, live: 0..s.hp };
-    correlate(&src, weight, s, (h, w), Some(bias))
+    correlate(x, 0..s.hp, weight, s, s.out(), Some(bias))
 }
 
 /// `dx[b, ci, window of tap] += Σ_co w[co, ci, tap] · g[b, co]` over the taps, `(b, cin, hp, wp)`:
@@ -70,40 +70,29 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
             dst[span..span + w].copy_from_slice(src);
         }
     });
-    let kk = s.kk();
-    let mut turned = vec![0f32; weight.len()];
-    turned.par_chunks_mut(s.cout * kk).enumerate().for_each(|(ci, row)| {
-        for (co, taps) in row.chunks_mut(kk).enumerate() {
-            for (t, v) in taps.iter_mut().enumerate() {
-                *v = weight[(co * s.cin + ci) * kk + kk - 1 - t];
-            }
-        }
-    });
-    let src = Source { values: &padded, channels: s.cout, height: ph, width: pw, live: span..span + h };
-    let turned_shape = Taps { b: s.b, cin: s.cout, cout: s.cin, k: s.k, d: s.d, hp: ph, wp: pw };
-    correlate(&src, &turned, &turned_shape, (s.hp, s.wp), None)
-}
-
-/// The planes a correlation reads: `(b, channels, height, width)`, zero outside rows `live`.
-struct Source<'a> {
-    values: &'a [f32],
-    channels: usize,
-    height: usize,
-    width: usize,
-    live: std::ops::Range<usize>,
+    // The correlation's shapes: the padded gradient its source, the input its output.
+    let turned = Taps { b: s.b, cin: s.cout, cout: s.cin, k: s.k, d: s.d, hp: ph, wp: pw };
+    correlate(&padded, span..span + h, &s.by_input(weight, true), &turned, (s.hp, s.wp), None)
 }
 
 /// `out[b, co, r, c] = bias[co] + Σ_{ci, t} w[co, ci, t] · src[b, ci, r + ky_t·d, c + kx_t·d]`
-/// for `(r, c)` in `out`'s `(h, w)`, `w` as `(s.cout, s.cin, k, k)` with `s` the shapes of this
-/// correlation (`s.cin` the source's channels).
-fn correlate(src: &Source<'_>, weight: &[f32], s: &Taps, (h, w): (usize, usize), bias: Option<&[f32]>) -> Vec<f32> {
-    let plane = src.height * src.width;
-    let offsets: Vec<usize> = (0..s.kk()).map(|t| (t / s.k * src.width + t % s.k) * s.d).collect();
+/// for `(r, c)` in `out`'s `(h, w)`, with `s` the shapes of this correlation (`src` as
+/// `(s.b, s.cin, s.hp, s.wp)`, zero outside rows `live`; `w` as `(s.cout, s.cin, k, k)`).
+fn correlate(
+    src: &[f32],
+    live: Range<usize>,
+    weight: &[f32],
+    s: &Taps,
+    (h, w): (usize, usize),
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let (plane, width) = (s.hp * s.wp, s.wp);
+    let offsets: Vec<usize> = (0..s.kk()).map(|t| s.start(t)).collect();
     // Output row r's positions are r·W_src .. r·W_src + w; the last tap of the last position
     // reads the plane's last value.
-    assert_eq!((h - 1) * src.width + w + offsets[s.kk() - 1], plane, "a window inside the source: {s:?}");
+    assert_eq!((h - 1) * width + w + offsets[s.kk() - 1], plane, "a window inside the source: {s:?}");
     // One task per sample and run of whole output rows, each with its rows of every output plane.
-    let rows = (RUN / src.width).clamp(1, h);
+    let rows = (RUN / width).clamp(1, h);
     let runs = h.div_ceil(rows);
     let mut out = vec![0f32; s.b * s.cout * h * w];
     let mut tasks: Vec<Vec<&mut [f32]>> = (0..s.b * runs).map(|_| Vec::with_capacity(s.cout)).collect();
@@ -115,17 +104,17 @@ fn correlate(src: &Source<'_>, weight: &[f32], s: &Taps, (h, w): (usize, usize),
     tasks.into_par_iter().enumerate().for_each(|(i, mut outs)| {
         let (b, r0) = (i / runs, i % runs * rows);
         let r1 = (r0 + rows).min(h);
-        let (j0, j1) = (r0 * src.width, (r1 - 1) * src.width + w);
-        let planes = &src.values[b * src.channels * plane..][..src.channels * plane];
-        let task = Task { planes, plane, channels: src.channels, weight, cout: s.cout, offsets: &offsets, j0, j1 };
-        let live = Rows { width: src.width, live: src.live.clone() };
+        let (j0, j1) = (r0 * width, (r1 - 1) * width + w);
+        let planes = &src[b * s.cin * plane..][..s.cin * plane];
+        let task = Task { planes, plane, channels: s.cin, weight, cout: s.cout, offsets: &offsets, j0, j1 };
+        let live = Rows { width, live: live.clone() };
         let len = j1 - j0;
         let mut wide = Scratch::take(s.cout * len);
         widest(Run { task, rows: live, out: &mut wide });
         for (co, out) in outs.iter_mut().enumerate() {
             let add = bias.map_or(0.0, |bias| bias[co]);
             for (r, row) in out.chunks_mut(w).enumerate() {
-                for (o, v) in row.iter_mut().zip(&wide[co * len + r * src.width..][..w]) {
+                for (o, v) in row.iter_mut().zip(&wide[co * len + r * width..][..w]) {
                     *o = v + add;
                 }
             }
@@ -164,7 +153,7 @@ struct Task<'a> {
 /// Which source rows hold values (the rest are zeros a block may skip).
 struct Rows {
     width: usize,
-    live: std::ops::Range<usize>,
+    live: Range<usize>,
 }
 
 struct Run<'a> {

@@ -52,7 +52,7 @@ impl Taps {
     }
 
     /// Where tap `t` (row-major over the kernel) starts in a flattened input plane.
-    fn start(&self, t: usize) -> usize {
+    pub(crate) fn start(&self, t: usize) -> usize {
         t / self.k * self.d * self.wp + t % self.k * self.d
     }
 
@@ -75,6 +75,24 @@ impl Taps {
                 assert_eq!(slice.len(), len, "{what} of {s:?}");
             }
         }
+    }
+
+    /// The weight `(cout, cin, k, k)` as `(cin, cout·k²)`: element `(ci, co·k² + t)` is
+    /// `w[co, ci, t]`, or with `turned` `w[co, ci, k² − 1 − t]` (each kernel turned by 180°): the
+    /// left operand of a data gradient computed as a correlation of the output gradient.
+    pub(crate) fn by_input(&self, weight: &[f32], turned: bool) -> Vec<f32> {
+        let (kk, row) = (self.kk(), self.cout * self.kk());
+        let mut out = vec![0f32; self.cin * row];
+        out.par_chunks_mut(row).enumerate().for_each(|(ci, row)| {
+            for (co, taps) in row.chunks_mut(kk).enumerate() {
+                let kernel = &weight[(co * self.cin + ci) * kk..][..kk];
+                taps.copy_from_slice(kernel);
+                if turned {
+                    taps.reverse();
+                }
+            }
+        });
+        out
     }
 
     fn multiply_adds(&self) -> usize {

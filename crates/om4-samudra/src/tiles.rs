@@ -75,13 +75,7 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
     s.check(None, Some(weight), Some(grad));
     let (h, w) = s.out();
     let kdim = s.cout * s.kk();
-    // The weight as (cin, cout·k²): element (ci, co·k² + t) is w[co, ci, t].
-    let mut wt = vec![0f32; s.cin * kdim];
-    wt.par_chunks_mut(kdim).enumerate().for_each(|(ci, row)| {
-        for (co, taps) in row.chunks_mut(s.kk()).enumerate() {
-            taps.copy_from_slice(&weight[(co * s.cin + ci) * s.kk()..][..s.kk()]);
-        }
-    });
+    let wt = s.by_input(weight, false);
     let lhs = Mat { data: &wt, offset: 0, rows: s.cin, cols: kdim, rs: kdim, cs: 1 };
     let plane_out = s.cout * h * w;
     let tiles = Tiles::new(s.b, (s.hp, s.wp), kdim);
