@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 TEST = ["test", "--locked", "--workspace", "--no-run"]
-GPU = ["build", "--locked", "--workspace", "--features", "om4-train/wgpu,om4/s3",
+GPU = ["build", "--locked", "--config", "scripts/software-gpu.toml", "--workspace", "--features", "om4-train/wgpu,om4/s3",
        "--bin", "om4-train", "--example", "train_samudra"]   # scripts/software-gpu.sh in CI
 MEANT_TO_DIFFER = ("burn", "cubecl", "cubek")
 

@@ -2,6 +2,8 @@
 # cubecl's code path on a software Vulkan device (Mesa's lavapipe: llvmpipe, a CPU), as CI runs it:
 #
 #   scripts/software-gpu.sh          # installs what is missing (apt), builds, then:
+#   scripts/software-gpu.sh build    # (only that: CI builds first, then runs the checks in the
+#   scripts/software-gpu.sh check    #  background beside its next steps)
 #     1. om4-train ops --device wgpu: every operation of Samudra's training step, forward and
 #        gradients, then clipping with Adam and whole training steps of the demo's network and
 #        batch from the same weights, against Burn's CPU backend within the stated bound (exits 1
@@ -14,7 +16,8 @@
 #
 # Burn's `wgpu` feature (WGSL through naga) runs on lavapipe; its `vulkan` feature (cubecl's
 # SPIR-V) crashes lavapipe's pipeline creation (docs/gpu.md). The build is the debug profile with
-# Burn's CPU crates optimized (Cargo.toml's dev profile) and --workspace; Burn's GPU features
+# the crates Cargo.toml's dev profile optimizes optimized, but for those of Burn's that this build
+# compiles again anyway (scripts/software-gpu.toml says which and why), and --workspace; Burn's GPU features
 # would change the features of crates everything shares, on the target side and on the host side
 # (proc macros and build scripts), so that nearly every crate built again; om4-testkit pins those
 # features in every workspace build (scripts/shared-features.py checks), so after `cargo test
@@ -30,6 +33,8 @@
 # as users get it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+phase=${1:-all}
+case $phase in all | build | check) ;; *) echo "usage: scripts/software-gpu.sh [build | check]" >&2; exit 2 ;; esac
 rtol=${OM4_SOFTWARE_GPU_RTOL:-1e-3}
 out=target/software-gpu
 mkdir -p "$out"
@@ -46,11 +51,15 @@ VK_ICD_FILENAMES=$(ls /usr/share/vulkan/icd.d/lvp_icd*.json | head -1)
 VK_DRIVER_FILES=$VK_ICD_FILENAMES
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
 
-start=$(date +%s)
-read -ra extra <<<"${OM4_EXTRA_BUILD:-}"
-cargo build --locked --workspace --features om4-train/wgpu --bin om4-train "${extra[@]}"
-echo "build: $(( $(date +%s) - start )) s"
 bin=target/debug/om4-train
+if [ "$phase" != check ]; then
+  start=$(date +%s)
+  read -ra extra <<<"${OM4_EXTRA_BUILD:-}"
+  cargo build --locked --config scripts/software-gpu.toml --workspace --features om4-train/wgpu --bin om4-train "${extra[@]}"
+  echo "build: $(( $(date +%s) - start )) s"
+fi
+[ "$phase" = build ] && exit 0
+[ -x "$bin" ] || { echo "no $bin: run scripts/software-gpu.sh build first"; exit 1; }
 
 export CUBECL_AUTOTUNE_LEVEL=${OM4_SOFTWARE_GPU_LEVEL:-minimal}
 start=$(date +%s)
