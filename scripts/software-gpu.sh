@@ -15,11 +15,11 @@
 #        2 cores with cold caches).
 #
 # Burn's `wgpu` feature (WGSL through naga) runs on lavapipe; its `vulkan` feature (cubecl's
-# SPIR-V) crashes lavapipe's pipeline creation (docs/gpu.md). The build is the debug profile with
-# the crates Cargo.toml's dev profile optimizes optimized, but for those of Burn's that this build
-# compiles again anyway (scripts/software-gpu.toml says which and why), and --workspace; Burn's GPU features
-# would change the features of crates everything shares, on the target side and on the host side
-# (proc macros and build scripts), so that nearly every crate built again; om4-testkit pins those
+# SPIR-V) crashes lavapipe's pipeline creation (docs/gpu.md). The build is the debug profile
+# (Cargo.toml's opt-levels, except for the Burn crates this build compiles again anyway:
+# scripts/software-gpu.toml says which and why) and --workspace; Burn's GPU features would change
+# the features of crates everything shares, on the target side and on the host side (proc macros
+# and build scripts), so that nearly every crate built again; om4-testkit pins those
 # features in every workspace build (scripts/shared-features.py checks), so after `cargo test
 # --workspace` this build compiles Burn's, cubecl's, wgpu's and om4's crates and reuses the rest.
 # OM4_EXTRA_BUILD adds arguments to the build: CI's `--features om4/s3 --example train_samudra`
