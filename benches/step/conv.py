@@ -14,7 +14,8 @@ With --om4-profile FILE (the output of `om4-train step --profile`), every k×k c
 om4's table instead (`cin→cout dD HxW`, at --kernel and --batch), timed by torch as om4's profile
 times it (the median of --repeats runs after one warm-up, dilation D, on the padded input), and
 printed beside om4's milliseconds as a markdown table: each pass's torch / om4 time ratio (above 1:
-om4 faster).
+om4 faster); then both sides' seconds per step (the passes times the profile's uses) summed over
+the shapes with fewer than 128 channels on a side.
 """
 
 import argparse
@@ -71,20 +72,26 @@ def passes(b: int, cin: int, cout: int, k: int, d: int, h: int, w: int, timer, r
 
 def beside_om4(path: str, k: int, b: int, repeats: int) -> None:
     """The k×k rows of om4's profile beside torch's times at the same shapes."""
-    row = re.compile(r"^\| conv k×k \| (\d+)→(\d+) d(\d+) (\d+)×(\d+) \| \d+ \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|")
+    row = re.compile(r"^\| conv k×k \| (\d+)→(\d+) d(\d+) (\d+)×(\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {b}, {k}×{k}, median of {repeats}")
     print("| shape | om4 forward / data grad / weight grad ms | torch ms | torch / om4 |")
     print("|---|---|---|---|")
+    small = [0.0, 0.0]  # seconds per step of the shapes with fewer than 128 channels on a side: om4, torch
     for line in open(path, encoding="utf-8"):
         m = row.match(line)
         if not m:
             continue
-        cin, cout, d, h, w = (int(v) for v in m.groups()[:5])
-        om4 = [float(v) for v in m.groups()[5:]]
+        cin, cout, d, h, w, uses = (int(v) for v in m.groups()[:6])
+        om4 = [float(v) for v in m.groups()[6:]]
         torch_ms = [1e3 * max(t, 0.0) for t in passes(b, cin, cout, k, d, h, w, median, repeats)]
         ratio = " / ".join(f"{t / o:.2f}" if o > 0 else "-" for t, o in zip(torch_ms, om4))
-        print(f"| {cin}→{cout} d{d} {h}×{w} | {' / '.join(f'{o:.1f}' for o in om4)} | "
-              f"{' / '.join(f'{t:.1f}' for t in torch_ms)} | {ratio} |")
+        print(f"| {cin}→{cout} d{d} {h}×{w} | {' / '.join(f'{o:.2f}' for o in om4)} | "
+              f"{' / '.join(f'{t:.2f}' for t in torch_ms)} | {ratio} |")
+        if min(cin, cout) < 128:
+            small[0] += uses * sum(om4) / 1e3
+            small[1] += uses * sum(torch_ms) / 1e3
+    print(f"\nthe shapes with fewer than 128 channels on a side, all three passes: om4 {small[0]:.4f} s per step, "
+          f"torch {small[1]:.4f} s")
 
 
 def main() -> None:

@@ -11,11 +11,12 @@
 //! - a k×k convolution on flex (float32, with or without autodiff) runs its three passes by om4's
 //!   own kernels, chosen per shape ([`Plan`]): a 3×3 one with enough channels on a large enough
 //!   grid by Winograd's F(2×2, 3×3), 16 GEMMs over transformed tiles with 2.25 times fewer
-//!   multiply-adds ([`crate::winograd`]); otherwise, with few channels, the forward and the data
-//!   gradient as a direct correlation in SIMD registers ([`crate::direct`]); the remaining
-//!   forwards, and the weight gradients where a side has few channels, as im2col in cache-sized
-//!   tiles, one GEMM per tile ([`crate::tiles`]); the remaining gradients as one GEMM per kernel
-//!   tap on views of the planes ([`crate::taps`]);
+//!   multiply-adds ([`crate::winograd`]); otherwise the data gradient on a small grid as GEMMs
+//!   over the output's positions and a scatter-add ([`crate::scatter`]); with few channels, the
+//!   forward and the data gradient as a direct correlation in SIMD registers ([`crate::direct`]);
+//!   the remaining forwards, and the weight gradients where a side has few channels, as im2col in
+//!   cache-sized tiles, one GEMM per tile ([`crate::tiles`]); the remaining gradients as one GEMM
+//!   per kernel tap on views of the planes ([`crate::taps`]);
 //! - anywhere else (a GPU) Burn's `conv2d`.
 //!
 //! The fast paths compute the same sums as Burn's in another order, so they agree with it to
@@ -33,7 +34,7 @@ use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Shape, Tensor};
 
 use crate::taps::{self, Taps};
-use crate::{direct, tiles, winograd};
+use crate::{direct, scatter, tiles, winograd};
 
 /// `conv2d(x, weight, bias)` with stride 1, no padding and dilation `dilation`: `x` is
 /// `(B, C_in, H, W)`, `weight` `(C_out, C_in, k, k)`, the result `(B, C_out, H − d(k−1), W − d(k−1))`.
@@ -66,7 +67,7 @@ pub fn conv_with(
 
 /// How a k×k convolution on flex runs its three passes. [`conv`] takes [`ConvPlan::Auto`]; the
 /// others force one way on every shape, for tests and benchmarks (`om4-train step --profile
-/// --conv-plan`). Parsed from `auto`, `winograd`, `tiles`, `taps`.
+/// --conv-plan`). Parsed from `auto`, `winograd`, `tiles`, `taps`, `direct`, `scatter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ConvPlan {
     /// Per shape, whichever measured fastest (docs/benchmarks.md).
@@ -80,6 +81,9 @@ pub enum ConvPlan {
     Taps,
     /// The forward and the data gradient as a direct correlation, the weight gradient as `Auto`.
     Direct,
+    /// The data gradient as GEMMs and a scatter-add, the forward in tiles, the weight gradient as
+    /// `Auto`.
+    Scatter,
 }
 
 impl std::str::FromStr for ConvPlan {
@@ -92,7 +96,8 @@ impl std::str::FromStr for ConvPlan {
             "tiles" => Ok(ConvPlan::Tiles),
             "taps" => Ok(ConvPlan::Taps),
             "direct" => Ok(ConvPlan::Direct),
-            other => Err(format!("no convolution plan {other:?}: auto, winograd, tiles, taps or direct")),
+            "scatter" => Ok(ConvPlan::Scatter),
+            other => Err(format!("no convolution plan {other:?}: auto, winograd, tiles, taps, direct or scatter")),
         }
     }
 }
@@ -178,6 +183,8 @@ enum Way {
     Tiles,
     /// One GEMM per kernel tap ([`crate::taps`]; the gradients).
     Taps,
+    /// GEMMs over the output's positions and a scatter-add ([`crate::scatter`]; the data gradient).
+    Scatter,
 }
 
 impl Plan {
@@ -188,10 +195,13 @@ impl Plan {
             ConvPlan::Tiles => Plan::Split { forward: Way::Tiles, data: Way::Tiles, weight: Way::Tiles },
             ConvPlan::Taps => Plan::Split { forward: Way::Tiles, data: Way::Taps, weight: Way::Taps },
             ConvPlan::Direct => Plan::Split { forward: Way::Direct, data: Way::Direct, weight },
+            ConvPlan::Scatter => Plan::Split { forward: Way::Tiles, data: Way::Scatter, weight },
             ConvPlan::Auto | ConvPlan::Winograd if winograd::pays(s) => Plan::Winograd,
             ConvPlan::Auto | ConvPlan::Winograd => Plan::Split {
                 forward: if direct::pays(s) { Way::Direct } else { Way::Tiles },
-                data: if direct::pays_data_gradient(s) {
+                data: if scatter::pays(s) {
+                    Way::Scatter
+                } else if direct::pays_data_gradient(s) {
                     Way::Direct
                 } else if tiles::pays_data_gradient(s) {
                     Way::Tiles
@@ -260,6 +270,7 @@ impl Backward<Flex, 3> for FlexConv {
             let dx = match plan {
                 Plan::Winograd => winograd::data_gradient(&g, &weight, &s),
                 Plan::Split { data: Way::Direct, .. } => direct::data_gradient(&g, &weight, &s),
+                Plan::Split { data: Way::Scatter, .. } => scatter::data_gradient(&g, &weight, &s),
                 Plan::Split { data: Way::Tiles, .. } => tiles::data_gradient(&g, &weight, &s),
                 Plan::Split { .. } => taps::data_gradient(&g, &weight, &s),
             };

@@ -41,9 +41,9 @@ pub(crate) fn pays(s: &Taps) -> bool {
     s.cin.max(s.cout) <= 160 && h * w >= 512
 }
 
-/// Whether the data gradient of `s` runs here: at most 160 channels on either side, and a padded
-/// input at most 5× the output (the 8-dilated layers on 11 × 22 are 4.2×; on 5 × 11, 10×: one
-/// GEMM per tap is faster there).
+/// Whether the data gradient of `s` runs here (where [`crate::scatter`] does not take it): at
+/// most 160 channels on either side, and a padded input at most 5× the output (the zeros of the
+/// padding are multiplied too).
 pub(crate) fn pays_data_gradient(s: &Taps) -> bool {
     let (h, w) = s.out();
     s.cin.max(s.cout) <= 160 && s.hp * s.wp <= 5 * h * w
@@ -327,7 +327,7 @@ mod timing {
     use super::*;
 
     /// Median milliseconds of 21 calls after one, on Samudra's small k×k shapes (tiny's, at 2°
-    /// unless the row says 1°): forward in tiles, direct; data gradient in tiles, per tap, direct.
+    /// unless the row says 1°): forward in tiles, direct; data gradient in tiles, per tap, direct, scattered.
     #[test]
     #[ignore]
     fn conv_methods_table() {
@@ -351,6 +351,9 @@ mod timing {
             (1, 16, 154, 1, 90, 180),
             (1, 32, 32, 2, 180, 360),
             (4, 48, 48, 4, 22, 45),
+            (1, 1040, 1040, 8, 5, 11),
+            (1, 1040, 1040, 8, 11, 22),
+            (1, 960, 960, 4, 22, 45),
         ];
         let med = |f: &mut dyn FnMut()| {
             f();
@@ -364,8 +367,8 @@ mod timing {
             t.sort_by(f64::total_cmp);
             t[10]
         };
-        println!("| shape | forward: tiles | direct | data gradient: tiles | per tap | direct |");
-        println!("|---|---|---|---|---|---|");
+        println!("| shape | forward: tiles | direct | data gradient: tiles | per tap | direct | scatter |");
+        println!("|---|---|---|---|---|---|---|");
         for (b, cin, cout, d, h, w) in shapes {
             let s = Taps { b, cin, cout, k: 3, d, hp: h + 2 * d, wp: w + 2 * d };
             let x = crate::taps::tests::values(b * cin * s.hp * s.wp, 0.0);
@@ -387,7 +390,10 @@ mod timing {
             let dg = med(&mut || {
                 std::hint::black_box(data_gradient(&g, &wt, &s));
             });
-            println!("| b{b} {cin}→{cout} d{d} {h}×{w} | {tf:.3} | {df:.3} | {tg:.3} | {pg:.3} | {dg:.3} |");
+            let sg = med(&mut || {
+                std::hint::black_box(crate::scatter::data_gradient(&g, &wt, &s));
+            });
+            println!("| b{b} {cin}→{cout} d{d} {h}×{w} | {tf:.3} | {df:.3} | {tg:.3} | {pg:.3} | {dg:.3} | {sg:.3} |");
         }
     }
 }

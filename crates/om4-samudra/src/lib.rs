@@ -52,6 +52,7 @@ mod pad;
 mod parallel;
 mod rollout;
 mod run;
+mod scatter;
 mod scratch;
 mod step;
 mod taps;

@@ -89,7 +89,9 @@ fn convolutions_and_their_gradients_match_float64() {
         let g = Tensor::<4>::random([b, co, ho, wo], normal, &device);
         let (xv, wv, bv, gv) = (values(x.clone()), values(wt.clone()), values(bias.clone()), values(g.clone()));
         let (ry, rdx, rdw, rdb) = reference(&xv, [b, ci, h, w], &wv, [co, k], &bv, d, &gv);
-        for plan in [ConvPlan::Auto, ConvPlan::Winograd, ConvPlan::Tiles, ConvPlan::Taps, ConvPlan::Direct] {
+        for plan in
+            [ConvPlan::Auto, ConvPlan::Winograd, ConvPlan::Tiles, ConvPlan::Taps, ConvPlan::Direct, ConvPlan::Scatter]
+        {
             let (x, wt, bias) = (x.clone().require_grad(), wt.clone().require_grad(), bias.clone().require_grad());
             let y = conv_with(x.clone(), wt.clone(), Some(bias.clone()), d, plan);
             let grads = (y.clone() * g.clone()).sum().backward();

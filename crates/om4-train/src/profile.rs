@@ -245,13 +245,13 @@ pub(crate) fn main(args: &StepArgs) -> Res<()> {
     for r in &table {
         let per = r.uses as f64 * (r.forward + r.backward[0] + r.backward[1]);
         println!(
-            "| {} | {} | {} | {:.1} | {:.1} | {} | {:.3} | {:.1} % |",
+            "| {} | {} | {} | {:.2} | {:.2} | {} | {:.3} | {:.1} % |",
             r.op,
             r.shape,
             r.uses,
             1e3 * r.forward,
             1e3 * r.backward[0],
-            if r.op.starts_with("conv") { format!("{:.1}", 1e3 * r.backward[1]) } else { "".into() },
+            if r.op.starts_with("conv") { format!("{:.2}", 1e3 * r.backward[1]) } else { "".into() },
             per,
             100.0 * per / step
         );
