@@ -64,10 +64,17 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
     let (h, w) = s.out();
     let span = s.hp - h;
     let (ph, pw) = (h + 2 * span, w + 2 * span);
-    let mut padded = vec![0f32; s.b * s.cout * ph * pw];
+    // A reused buffer: every value written, the gradient's and the padding's zeros.
+    let mut padded = Scratch::take(s.b * s.cout * ph * pw);
     padded.par_chunks_mut(ph * pw).zip(grad.par_chunks(h * w)).for_each(|(p, g)| {
-        for (dst, src) in p[span * pw..].chunks_mut(pw).zip(g.chunks(w)) {
+        let (above, rest) = p.split_at_mut(span * pw);
+        let (rows, below) = rest.split_at_mut(h * pw);
+        above.fill(0.0);
+        below.fill(0.0);
+        for (dst, src) in rows.chunks_mut(pw).zip(g.chunks(w)) {
+            dst[..span].fill(0.0);
             dst[span..span + w].copy_from_slice(src);
+            dst[span + w..].fill(0.0);
         }
     });
     // The correlation's shapes: the padded gradient its source, the input its output.
