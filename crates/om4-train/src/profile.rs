@@ -60,42 +60,36 @@ fn normal(shape: [usize; 4], device: &Device) -> Tensor<4> {
 }
 
 /// Forward alone, then forward + backward with the gradient flowing into `x` (the backward is the
-/// difference).
+/// difference): median seconds of `repeats` runs after one warm-up.
 fn unary(device: &Device, repeats: usize, shape: [usize; 4], f: impl Fn(Tensor<4>) -> Tensor<4>) -> Res<(f64, f64)> {
-    let plain = device.clone().inner();
-    let x = normal(shape, &plain);
-    let forward = clock(&plain, repeats, || {
-        let _ = f(x.clone()).sum().try_into_scalar::<f32>(); // a failure shows at the clock's sync
-    })?;
-    let xa = normal(shape, device).require_grad();
-    let both = clock(device, repeats, || drop(f(xa.clone()).sum().backward()))?;
-    Ok((forward, (both - forward).max(0.0)))
+    let [r] = unary_ops(device, repeats, shape, [&f])?;
+    Ok(r)
 }
 
-/// [`unary`] for two operations on the same input, their runs alternating so that both meet the
-/// same machine, at least 9 of each: their (forward, backward) seconds. For a difference of the
-/// two, which the noise of two separate medians would swamp.
-fn unary_pair(
+/// [`unary`] for several operations on the same input, their runs alternating round by round so
+/// that all meet the same machine: their (forward, backward) seconds. For differences of them,
+/// which the noise of separate medians would swamp.
+fn unary_ops<const N: usize>(
     device: &Device,
     repeats: usize,
     shape: [usize; 4],
-    ops: [&dyn Fn(Tensor<4>) -> Tensor<4>; 2],
-) -> Res<[(f64, f64); 2]> {
+    ops: [&dyn Fn(Tensor<4>) -> Tensor<4>; N],
+) -> Res<[(f64, f64); N]> {
     let plain = device.clone().inner();
     let (x, xa) = (normal(shape, &plain), normal(shape, device).require_grad());
     let forward = |f: &dyn Fn(Tensor<4>) -> Tensor<4>| {
         once(&plain, &mut || {
-            let _ = f(x.clone()).sum().try_into_scalar::<f32>();
+            let _ = f(x.clone()).sum().try_into_scalar::<f32>(); // a failure shows at the sync
         })
     };
     let both = |f: &dyn Fn(Tensor<4>) -> Tensor<4>| once(device, &mut || drop(f(xa.clone()).sum().backward()));
-    let mut runs = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
-    for round in 0..=repeats.max(9) {
-        for (i, op) in ops.iter().enumerate() {
+    let mut runs: [[Vec<f64>; 2]; N] = std::array::from_fn(|_| [Vec::new(), Vec::new()]);
+    for round in 0..=repeats.max(1) {
+        for (op, runs) in ops.iter().zip(runs.iter_mut()) {
             let (f, b) = (forward(*op)?, both(*op)?);
             if round > 0 {
-                runs[i][0].push(f);
-                runs[i][1].push(b);
+                runs[0].push(f);
+                runs[1].push(b);
             }
         }
     }
@@ -185,9 +179,10 @@ fn rows(config: &SamudraConfig, device: &Device, repeats: usize, case: &Case) ->
         }
         if config.norm == NormKind::Instance {
             // The network runs the two as one operation (the composition on a GPU).
-            let [(f, bk), (f0, bk0)] = unary_pair(
+            // The difference of two near-equal times: at least 9 rounds.
+            let [(f, bk), (f0, bk0)] = unary_ops(
                 device,
-                repeats,
+                repeats.max(9),
                 [b, e, h, wd],
                 [&|x| instance_norm_gelu(x, 1e-5), &|x| instance_norm(x, 1e-5)],
             )?;
