@@ -1,5 +1,6 @@
 //! The network's fast paths against simple references: the convolutions (1×1 as a matrix
-//! product, k×k by Winograd, in tiles or per tap, as each shape takes them) against float64 loops,
+//! product, k×k by Winograd, in tiles, per tap, as a direct correlation or as GEMMs and a
+//! scatter-add, as each shape takes them and each forced) against float64 loops,
 //! forward and every gradient; the longitude padding as one copy and by slices against the
 //! padding by index, and the capped GELU against its composition from Burn's operations, bit for
 //! bit; the GPU backends' GELU (tensor operations) against the exact derivative; the fused
