@@ -63,6 +63,7 @@ pub(crate) fn data_gradient(grad: &[f32], weight: &[f32], s: &Taps) -> Vec<f32> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scratch::tests::poison;
     use crate::taps::tests::{Case, close};
 
     #[test]
@@ -76,6 +77,7 @@ mod tests {
             Taps { b: 3, cin: 9, cout: 4, k: 5, d: 1, hp: 8, wp: 6 },
         ] {
             let Case { wt, g, rdx, .. } = Case::new(&s);
+            poison(s.cin * s.kk() * s.hp * s.wp);
             close(&data_gradient(&g, &wt, &s), &rdx, &format!("{s:?} data gradient"));
         }
     }

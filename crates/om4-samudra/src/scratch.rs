@@ -75,13 +75,18 @@ impl Drop for Scratch {
 pub(crate) mod tests {
     use super::*;
 
-    /// Fills this thread's pool with `KEPT` buffers of `n` NaNs, so that whatever the next calls
-    /// take and fail to overwrite shows in their results.
+    /// Fills the pools of this thread and of every thread of rayon's global pool (where the
+    /// kernels' parallel tasks take their buffers) with `KEPT` buffers of `n` NaNs each, so that
+    /// whatever the next calls take and fail to overwrite shows in their results.
     pub(crate) fn poison(n: usize) {
-        let held: Vec<Scratch> = (0..KEPT).map(|_| Scratch::take(n)).collect();
-        for mut s in held {
-            s.fill(f32::NAN);
-        }
+        let fill = || {
+            let held: Vec<Scratch> = (0..KEPT).map(|_| Scratch::take(n)).collect();
+            for mut s in held {
+                s.fill(f32::NAN);
+            }
+        };
+        fill();
+        rayon::broadcast(|_| fill());
     }
 
     #[test]
